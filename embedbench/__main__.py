@@ -1,0 +1,7 @@
+"""``python -m embedbench``."""
+
+import sys
+
+from embedbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,158 @@
+"""The output directory: four JSON files, written atomically as the run goes.
+
+- ``metadata.json``: one object (the run's provenance and parameters);
+- ``micro-raw.json``: a list of block records (``timing.BlockRecord``);
+- ``validation.json``: a list of per case and length validation rows;
+- ``summary.json``: a list of per case and length summary rows.
+
+Every write goes to a temporary file in the same directory and is renamed over
+the target, so a reader (or an interrupted run) never sees a half-written file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embedbench.errors import OutputDirError
+
+SCHEMA_VERSION = 1
+METADATA = "metadata.json"
+RAW = "micro-raw.json"
+VALIDATION = "validation.json"
+SUMMARY = "summary.json"
+RESULT_FILES = (METADATA, RAW, VALIDATION, SUMMARY)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, ensure_ascii=False, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check_output_dir(directory: Path, *, overwrite: bool) -> None:
+    """Refuse a directory that cannot take results, without touching anything."""
+    if directory.exists() and not directory.is_dir():
+        raise OutputDirError(f"output dir {directory} is a file; pass a directory path")
+    existing = [name for name in RESULT_FILES if (directory / name).exists()]
+    if existing and not overwrite:
+        raise OutputDirError(
+            f"output dir {directory} already holds results ({existing[0]}); "
+            "pass --overwrite (notebook: overwrite=True) or choose another --output-dir"
+        )
+    parent = directory if directory.exists() else _existing_parent(directory)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputDirError(f"output dir {directory} is not writable; choose another --output-dir")
+
+
+def _existing_parent(path: Path) -> Path:
+    for candidate in path.parents:
+        if candidate.exists():
+            return candidate
+    return Path("/")
+
+
+class ResultsWriter:
+    """Keeps the run's results in memory and rewrites each file atomically on change."""
+
+    def __init__(self, directory: Path, metadata: dict[str, Any]) -> None:
+        self.directory = directory
+        self.metadata = {"schema_version": SCHEMA_VERSION, **metadata}
+        self.records: list[dict[str, Any]] = []
+        self.validation: list[dict[str, Any]] = []
+        self.summary: list[dict[str, Any]] = []
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, data in self._files().items():
+            write_json_atomic(directory / name, data)
+
+    def _files(self) -> dict[str, Any]:
+        return {
+            METADATA: self.metadata,
+            RAW: self.records,
+            VALIDATION: self.validation,
+            SUMMARY: self.summary,
+        }
+
+    def update_metadata(self, **fields: Any) -> None:
+        """Merge fields into metadata.json."""
+        self.metadata.update(fields)
+        write_json_atomic(self.directory / METADATA, self.metadata)
+
+    def add_records(self, records: list[dict[str, Any]]) -> None:
+        """Append raw block records to micro-raw.json."""
+        self.records.extend(records)
+        write_json_atomic(self.directory / RAW, self.records)
+
+    def add_validation(self, row: dict[str, Any]) -> None:
+        """Append one validation row."""
+        self.validation.append(row)
+        write_json_atomic(self.directory / VALIDATION, self.validation)
+
+    def add_summary(self, row: dict[str, Any]) -> None:
+        """Append one summary row."""
+        self.summary.append(row)
+        write_json_atomic(self.directory / SUMMARY, self.summary)
+
+
+@dataclass
+class RunResult:
+    """A run's output directory, in memory."""
+
+    directory: Path
+    metadata: dict[str, Any]
+    records: list[dict[str, Any]] = field(repr=False)
+    validation: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+
+    @property
+    def status(self) -> str:
+        """``complete``, ``interrupted``, ``failed`` or ``running``."""
+        return str(self.metadata.get("status", "unknown"))
+
+    @property
+    def all_valid(self) -> bool:
+        """True when every validation row passed."""
+        return all(row.get("ok", False) for row in self.validation)
+
+    def summary_row(self, case: str, tokens: int) -> dict[str, Any] | None:
+        """The summary row of one case and length, if measured."""
+        for row in self.summary:
+            if row["case"] == case and row["tokens"] == tokens:
+                return row
+        return None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise OutputDirError(f"results dir {path.parent} has no {path.name}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise OutputDirError(f"{path} is not valid JSON ({exc}); was it truncated?") from None
+
+
+def load_results(directory: str | Path) -> RunResult:
+    """Read an output directory written by ``run``."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise OutputDirError(f"results dir {path} does not exist; pass a run's --output-dir")
+    return RunResult(
+        directory=path,
+        metadata=_read_json(path / METADATA),
+        records=_read_json(path / RAW),
+        validation=_read_json(path / VALIDATION),
+        summary=_read_json(path / SUMMARY),
+    )

@@ -1,0 +1,175 @@
+"""The timed call, the balanced block schedule and raw block records.
+
+This module measures and records; it never summarizes (see ``stats``).
+Per call it takes three clocks, in ``METRIC_ORDER``:
+
+- host-observed latency: wall clock around the call, after an explicit device
+  sync that is not counted;
+- calling-thread CPU time over the same call;
+- synchronized completion: wall clock from the start to after a second sync.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+METRIC_ORDER: tuple[str, str, str] = (
+    "host_observed_us",
+    "calling_thread_cpu_us",
+    "synchronized_completion_us",
+)
+TIMER_CASE = "timer"
+TIMER_SCOPE = "overhead"
+MICRO_SCOPE = "micro"
+TIMER_FLOOR_BLOCKS = 10
+TIMER_FLOOR_CALLS = 100
+
+Sync = Callable[[], None]
+ReadMhz = Callable[[], float | None]
+Progress = Callable[[int], None]
+
+
+def no_sync() -> None:
+    """Device sync for the CPU: nothing to wait for."""
+
+
+@dataclass
+class BlockRecord:
+    """One variant's calls inside one block (a row of ``micro-raw.json``)."""
+
+    device: str
+    case: str
+    tokens: int
+    scope: str
+    variant: str
+    block: int
+    position: int
+    iterations: int
+    samples_us: list[list[float]]
+    wall_start: float
+    wall_end: float
+    cpu_mhz_start: float | None
+    cpu_mhz_end: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        return asdict(self)
+
+
+def derive_seed(seed: int, *parts: object) -> int:
+    """A 63-bit seed from the run seed and labels, through SHA-256 (stable across runs)."""
+    text = "\x1f".join(str(p) for p in (seed, *parts))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+def block_schedule(variants: Sequence[str], blocks: int, seed: int) -> list[tuple[str, ...]]:
+    """The variant order of each block: half in each order, shuffled by ``seed``.
+
+    With an odd number of blocks the seeded generator decides which order gets
+    the extra block.
+    """
+    first, second = variants
+    rng = np.random.default_rng(seed)
+    half = blocks // 2
+    extra = blocks - 2 * half
+    n_first = half + (extra if rng.integers(2) == 0 else 0)
+    orders = [(first, second)] * n_first + [(second, first)] * (blocks - n_first)
+    return [orders[i] for i in rng.permutation(blocks)]
+
+
+def time_calls(fn: Callable[[], Any], count: int, sync: Sync = no_sync) -> list[list[float]]:
+    """Call ``fn`` ``count`` times; one [host, cpu, completion] triple in µs per call."""
+    perf = time.perf_counter_ns
+    cpu = time.thread_time_ns
+    stamps = []
+    append = stamps.append
+    for _ in range(count):
+        sync()
+        c0 = cpu()
+        t0 = perf()
+        fn()
+        t1 = perf()
+        c1 = cpu()
+        sync()
+        t2 = perf()
+        append((t0, t1, t2, c0, c1))
+    return [
+        [(t1 - t0) / 1e3, (c1 - c0) / 1e3, (t2 - t0) / 1e3] for t0, t1, t2, c0, c1 in stamps
+    ]
+
+
+def _empty_call() -> None:
+    return None
+
+
+def measure_timer_floor(
+    *,
+    device: str,
+    sync: Sync = no_sync,
+    read_mhz: ReadMhz = lambda: None,
+    blocks: int = TIMER_FLOOR_BLOCKS,
+    calls: int = TIMER_FLOOR_CALLS,
+) -> list[BlockRecord]:
+    """Time an empty call through the same path: case "timer", scope "overhead"."""
+    records = []
+    for block in range(blocks):
+        mhz_start, wall_start = read_mhz(), time.time()
+        samples = time_calls(_empty_call, calls, sync)
+        wall_end, mhz_end = time.time(), read_mhz()
+        records.append(
+            BlockRecord(device, TIMER_CASE, 0, TIMER_SCOPE, "empty", block, 0, calls,
+                        samples, wall_start, wall_end, mhz_start, mhz_end)
+        )
+    return records
+
+
+def measure_pair(
+    variants: dict[str, Callable[[], Any]],
+    *,
+    case: str,
+    tokens: int,
+    warmup: int,
+    blocks: int,
+    iterations: int,
+    seed: int,
+    device: str,
+    sync: Sync = no_sync,
+    read_mhz: ReadMhz = lambda: None,
+    progress: Progress | None = None,
+) -> list[BlockRecord]:
+    """Warm up each variant, then run ``blocks`` paired blocks in the seeded order.
+
+    ``seed`` is the already derived schedule seed for this case and length.
+    ``progress`` is told how many calls finished after each warm-up and block.
+    """
+    names = tuple(variants)
+    if len(names) != 2:
+        raise ValueError(f"a paired measurement needs exactly two variants, got {names}")
+    for name in names:
+        time_calls(variants[name], warmup, sync)
+        if progress is not None:
+            progress(warmup)
+    records = []
+    for block, order in enumerate(block_schedule(names, blocks, seed)):
+        for position, name in enumerate(order):
+            mhz_start, wall_start = read_mhz(), time.time()
+            samples = time_calls(variants[name], iterations, sync)
+            wall_end, mhz_end = time.time(), read_mhz()
+            records.append(
+                BlockRecord(device, case, tokens, MICRO_SCOPE, name, block, position,
+                            iterations, samples, wall_start, wall_end, mhz_start, mhz_end)
+            )
+            if progress is not None:
+                progress(iterations)
+    return records
+
+
+def calls_per_pair(warmup: int, blocks: int, iterations: int) -> int:
+    """How many timed or warm-up calls ``measure_pair`` makes (for progress bars)."""
+    return 2 * (warmup + blocks * iterations)

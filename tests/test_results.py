@@ -1,0 +1,69 @@
+"""Atomic, refused and readable writes of the output directory."""
+
+import json
+
+import pytest
+
+from embedbench.errors import OutputDirError
+from embedbench.results import (
+    RESULT_FILES,
+    ResultsWriter,
+    check_output_dir,
+    load_results,
+    write_json_atomic,
+)
+
+
+def test_writer_creates_all_four_files_and_updates_them(tmp_path):
+    out = tmp_path / "run"
+    writer = ResultsWriter(out, {"status": "running"})
+    assert sorted(p.name for p in out.iterdir()) == sorted(RESULT_FILES)
+    writer.add_records([{"case": "timer"}])
+    writer.add_validation({"case": "audio", "tokens": 300, "ok": True})
+    writer.add_summary({"case": "audio", "tokens": 300, "valid": True})
+    writer.update_metadata(status="complete")
+    result = load_results(out)
+    assert result.metadata["schema_version"] == 1 and result.status == "complete"
+    assert result.records == [{"case": "timer"}]
+    assert result.all_valid and result.summary_row("audio", 300)["valid"]
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_atomic_write_keeps_the_old_file_when_serialization_fails(tmp_path):
+    path = tmp_path / "summary.json"
+    write_json_atomic(path, [{"ok": True}])
+    with pytest.raises(TypeError):
+        write_json_atomic(path, [{"bad": object()}])
+    assert json.loads(path.read_text()) == [{"ok": True}]
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_existing_results_are_refused_unless_overwrite(tmp_path):
+    ResultsWriter(tmp_path, {})
+    with pytest.raises(OutputDirError, match="--overwrite"):
+        check_output_dir(tmp_path, overwrite=False)
+    check_output_dir(tmp_path, overwrite=True)
+
+
+def test_output_dir_that_is_a_file_is_refused(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("keep me")
+    with pytest.raises(OutputDirError, match="is a file"):
+        check_output_dir(target, overwrite=True)
+    assert target.read_text() == "keep me"
+
+
+def test_an_empty_existing_dir_and_a_new_dir_are_accepted(tmp_path):
+    check_output_dir(tmp_path, overwrite=False)
+    check_output_dir(tmp_path / "a" / "b", overwrite=False)
+    assert not (tmp_path / "a").exists()
+
+
+def test_truncated_file_is_a_one_line_error(tmp_path):
+    ResultsWriter(tmp_path, {})
+    (tmp_path / "summary.json").write_text('[{"case": "au')
+    with pytest.raises(OutputDirError, match="not valid JSON") as info:
+        load_results(tmp_path)
+    assert "\n" not in str(info.value)
+    with pytest.raises(OutputDirError, match="does not exist"):
+        load_results(tmp_path / "missing")
