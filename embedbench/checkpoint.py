@@ -1,0 +1,501 @@
+"""Qwen2.5-Omni checkpoint access: config facts, the embedding table, and a synthetic stand-in.
+
+Only ``thinker.model.embed_tokens.weight`` is ever read from a checkpoint. It is located
+through ``model.safetensors.index.json`` (or a single ``model.safetensors``), its header is
+checked against ``config.json``'s ``thinker_config.text_config`` before any data is read,
+and then that one tensor is loaded. No model is initialized.
+
+The synthetic writer produces the same file layout as the real checkpoint (config.json,
+index, HF-named shards) with a seeded bfloat16 table, so everything downstream runs on a
+CPU-only machine without the 22 GB download.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from embedbench.errors import CheckpointError, ConfigError
+
+EMBEDDING_KEY = "thinker.model.embed_tokens.weight"
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_FILE_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+QWEN25_OMNI_7B_VOCAB = 152064
+QWEN25_OMNI_7B_HIDDEN = 3584
+
+# Token ids of Qwen2.5-Omni-7B (thinker_config), written into synthetic checkpoints.
+QWEN25_OMNI_7B_TOKEN_IDS: dict[str, int] = {
+    "audio_token_index": 151646,
+    "image_token_index": 151655,
+    "video_token_index": 151656,
+    "audio_start_token_id": 151647,
+    "audio_end_token_id": 151648,
+}
+
+SYNTHETIC_MARKER = "embedbench_synthetic"
+SYNTHETIC_FORMAT_VERSION = 1
+DEFAULT_SEED = 7451
+# Rows generated per chunk. Fixed, so the table depends only on (seed, vocab, hidden).
+_CHUNK_ROWS = 2048
+# Temporary build directories older than this are leftovers of a killed builder.
+_STALE_TMP_SECONDS = 6 * 3600
+_FIX_HINT = "pass a Qwen2.5-Omni checkpoint directory"
+
+
+@dataclass(frozen=True)
+class ThinkerFacts:
+    """What ``config.json``'s ``thinker_config`` says about the embedding table and tokens."""
+
+    hidden_size: int
+    vocab_size: int
+    audio_token_id: int
+    image_token_id: int
+    video_token_id: int
+    audio_start_token_id: int | None
+    audio_end_token_id: int | None
+    dtype: str
+    thinker_config: dict = field(hash=False, repr=False)
+
+
+@dataclass(frozen=True)
+class EmbeddingLocation:
+    """Where the embedding table lives, with its header shape and dtype (already checked)."""
+
+    model_dir: Path
+    shard: Path
+    via_index: bool
+    shape: tuple[int, int]
+    dtype: str
+
+
+def _fail(message: str) -> CheckpointError:
+    """A CheckpointError whose message is guaranteed to be one line."""
+    return CheckpointError(" ".join(message.split()))
+
+
+def _exc_text(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+def _check_dir(model_dir: str | Path) -> Path:
+    path = Path(model_dir).expanduser()
+    if not path.exists():
+        raise _fail(f"checkpoint {path}: directory does not exist; {_FIX_HINT}")
+    if not path.is_dir():
+        raise _fail(f"checkpoint {path}: is a file, not a directory; {_FIX_HINT}")
+    return path
+
+
+def _read_json(path: Path, model_dir: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _fail(f"checkpoint {model_dir}: cannot read {path.name}: {_exc_text(exc)}") from exc
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _fail(
+            f"checkpoint {model_dir}: {path.name} is not valid JSON ({_exc_text(exc)}); "
+            f"restore the {what} from the original checkpoint"
+        ) from exc
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_thinker_facts(model_dir: str | Path) -> ThinkerFacts:
+    """Read hidden size, vocab size, token ids and dtype from ``config.json``'s thinker_config."""
+    path = _check_dir(model_dir)
+    config_path = path / CONFIG_NAME
+    if not config_path.is_file():
+        raise _fail(f"checkpoint {path}: no {CONFIG_NAME}; {_FIX_HINT}")
+    config = _read_json(config_path, path, "config")
+    where = f"checkpoint {path}: {CONFIG_NAME}"
+    if not isinstance(config, dict):
+        raise _fail(f"{where} is not a JSON object; {_FIX_HINT}")
+    thinker = config.get("thinker_config")
+    if not isinstance(thinker, dict):
+        raise _fail(f"{where} has no thinker_config; pass a Qwen2.5-Omni checkpoint directory")
+    text = thinker.get("text_config")
+    if not isinstance(text, dict):
+        raise _fail(f"{where} has no thinker_config.text_config; {_FIX_HINT}")
+
+    sizes: dict[str, int] = {}
+    for name in ("hidden_size", "vocab_size"):
+        value = text.get(name)
+        if not _is_int(value) or value <= 0:
+            found = "missing" if name not in text else f"{value!r}"
+            raise _fail(
+                f"{where}: thinker_config.text_config.{name} is {found}, expected a positive "
+                f"integer; {_FIX_HINT}"
+            )
+        sizes[name] = value
+    vocab = sizes["vocab_size"]
+
+    def token_id(names: tuple[str, ...], required: bool) -> int | None:
+        present = [n for n in names if n in thinker]
+        if not present:
+            if required:
+                raise _fail(f"{where}: thinker_config has no {names[0]}; {_FIX_HINT}")
+            return None
+        value = thinker[present[0]]
+        if not _is_int(value) or not 0 <= value < vocab:
+            raise _fail(
+                f"{where}: thinker_config.{present[0]} is {value!r}, expected an integer in "
+                f"[0, {vocab}) (vocab_size); {_FIX_HINT}"
+            )
+        return value
+
+    dtype = text.get("torch_dtype", text.get("dtype"))
+    return ThinkerFacts(
+        hidden_size=sizes["hidden_size"],
+        vocab_size=vocab,
+        audio_token_id=token_id(("audio_token_index", "audio_token_id"), True),
+        image_token_id=token_id(("image_token_index", "image_token_id"), True),
+        video_token_id=token_id(("video_token_index", "video_token_id"), True),
+        audio_start_token_id=token_id(("audio_start_token_id",), False),
+        audio_end_token_id=token_id(("audio_end_token_id",), False),
+        dtype=dtype if isinstance(dtype, str) and dtype else "bfloat16",
+        thinker_config=thinker,
+    )
+
+
+def _find_shard(path: Path) -> tuple[Path, bool]:
+    index_path = path / INDEX_NAME
+    if index_path.exists():
+        index = _read_json(index_path, path, "index")
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict):
+            raise _fail(
+                f"checkpoint {path}: {INDEX_NAME} has no weight_map object; "
+                f"restore the index from the original checkpoint"
+            )
+        shard_name = weight_map.get(EMBEDDING_KEY)
+        if shard_name is None:
+            raise _fail(
+                f"checkpoint {path}: {INDEX_NAME} weight_map has no {EMBEDDING_KEY}; {_FIX_HINT}"
+            )
+        if not isinstance(shard_name, str) or not shard_name:
+            raise _fail(
+                f"checkpoint {path}: {INDEX_NAME} maps {EMBEDDING_KEY} to {shard_name!r}, "
+                f"not a file name; restore the index from the original checkpoint"
+            )
+        shard = path / shard_name
+        if not shard.is_file():
+            raise _fail(
+                f"checkpoint {path}: shard {shard_name} (holds {EMBEDDING_KEY} per {INDEX_NAME}) "
+                f"is missing; download it again"
+            )
+        return shard, True
+    single = path / SINGLE_FILE_NAME
+    if single.is_file():
+        return single, False
+    raise _fail(f"no {INDEX_NAME} or {SINGLE_FILE_NAME} in {path}; {_FIX_HINT}")
+
+
+def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLocation:
+    """Find the shard holding the embedding and check its header shape and dtype (no data read)."""
+    path = _check_dir(model_dir)
+    shard, via_index = _find_shard(path)
+    try:
+        with safe_open(shard, framework="pt") as handle:
+            if EMBEDDING_KEY not in set(handle.keys()):
+                source = f"{INDEX_NAME} names {shard.name}, but it" if via_index else shard.name
+                raise _fail(
+                    f"checkpoint {path}: {source} has no tensor {EMBEDDING_KEY}; "
+                    + (
+                        "the index and shards disagree, download them again"
+                        if via_index
+                        else _FIX_HINT
+                    )
+                )
+            header = handle.get_slice(EMBEDDING_KEY)
+            shape = tuple(int(n) for n in header.get_shape())
+            dtype = str(header.get_dtype())
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        raise _fail(
+            f"checkpoint {path}: {shard.name} is not a readable safetensors file "
+            f"({_exc_text(exc)}); download it again"
+        ) from exc
+
+    expected = (facts.vocab_size, facts.hidden_size)
+    if shape != expected:
+        found = "x".join(str(n) for n in shape)
+        raise _fail(
+            f"checkpoint {path}: {EMBEDDING_KEY} in {shard.name} has shape {found}, but "
+            f"{CONFIG_NAME} thinker_config.text_config says {expected[0]}x{expected[1]} "
+            f"(vocab_size x hidden_size); use a config.json that matches the weights"
+        )
+    if dtype != "BF16":
+        raise _fail(
+            f"checkpoint {path}: {EMBEDDING_KEY} in {shard.name} is {dtype}, expected BF16; "
+            f"pass the original bfloat16 checkpoint"
+        )
+    return EmbeddingLocation(
+        model_dir=path, shard=shard, via_index=via_index, shape=(shape[0], shape[1]), dtype=dtype
+    )
+
+
+def load_embedding_table(
+    location: EmbeddingLocation, device: str | torch.device = "cpu"
+) -> torch.Tensor:
+    """Read only the embedding tensor from its shard; return it contiguous on ``device``.
+
+    ``get_tensor`` returns a view of a private memory map of the shard; the result is always
+    a copy in ordinary memory (or on the device), so timed lookups never page in the file.
+    """
+    target = torch.device(device)
+    try:
+        with safe_open(location.shard, framework="pt") as handle:
+            mapped = handle.get_tensor(EMBEDDING_KEY)
+            if target.type == "cpu":
+                table = mapped.clone(memory_format=torch.contiguous_format)
+            else:
+                table = mapped.to(target).contiguous()
+            del mapped
+    except Exception as exc:
+        raise _fail(
+            f"checkpoint {location.model_dir}: cannot read {EMBEDDING_KEY} from "
+            f"{location.shard.name} ({_exc_text(exc)}); download the shard again"
+        ) from exc
+    return table
+
+
+# --------------------------------------------------------------------------- synthetic
+
+
+def _synthetic_config(hidden_size: int, vocab_size: int, seed: int) -> dict[str, Any]:
+    return {
+        "architectures": ["Qwen2_5OmniModel"],
+        "model_type": "qwen2_5_omni",
+        "torch_dtype": "bfloat16",
+        SYNTHETIC_MARKER: {
+            "version": SYNTHETIC_FORMAT_VERSION,
+            "seed": seed,
+            "hidden_size": hidden_size,
+            "vocab_size": vocab_size,
+        },
+        "thinker_config": {
+            "model_type": "qwen2_5_omni_thinker",
+            **QWEN25_OMNI_7B_TOKEN_IDS,
+            "text_config": {
+                "model_type": "qwen2_5_omni_text",
+                "hidden_size": hidden_size,
+                "vocab_size": vocab_size,
+                "torch_dtype": "bfloat16",
+            },
+        },
+        "talker_config": {"model_type": "qwen2_5_omni_talker"},
+        "token2wav_config": {"model_type": "qwen2_5_omni_token2wav"},
+    }
+
+
+def _seeded_table(vocab_size: int, hidden_size: int, seed: int) -> torch.Tensor:
+    """normal * 0.02 in bfloat16, generated in row chunks (peak memory ~ the bf16 table)."""
+    generator = torch.Generator().manual_seed(seed)
+    table = torch.empty((vocab_size, hidden_size), dtype=torch.bfloat16)
+    for start in range(0, vocab_size, _CHUNK_ROWS):
+        rows = min(_CHUNK_ROWS, vocab_size - start)
+        chunk = torch.randn((rows, hidden_size), generator=generator, dtype=torch.float32)
+        table[start : start + rows].copy_(chunk.mul_(0.02))
+    return table
+
+
+def _shard_name(index: int, count: int) -> str:
+    return f"model-{index:05d}-of-{count:05d}.safetensors"
+
+
+def _write_files(tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_shards: int) -> None:
+    """Write config.json, the index and the shards into ``tmp``; the embedding goes last."""
+    other = torch.Generator().manual_seed(seed + 1)
+
+    def small(*shape: int) -> torch.Tensor:
+        return (1.0 + 0.02 * torch.randn(shape, generator=other)).to(torch.bfloat16)
+
+    shards: list[dict[str, torch.Tensor]] = [
+        {f"thinker.model.layers.{i}.input_layernorm.weight": small(hidden_size)}
+        for i in range(num_shards - 1)
+    ]
+    # A decoy with a similar name: only the exact EMBEDDING_KEY may be used.
+    shards[0]["talker.model.embed_tokens.weight"] = small(8, 8)
+    shards.append(
+        {
+            "thinker.model.norm.weight": small(hidden_size),
+            EMBEDDING_KEY: _seeded_table(vocab_size, hidden_size, seed),
+        }
+    )
+    weight_map: dict[str, str] = {}
+    total_size = 0
+    for number, tensors in enumerate(shards, start=1):
+        name = _shard_name(number, num_shards)
+        save_file(tensors, str(tmp / name), metadata={"format": "pt"})
+        (tmp / name).chmod(0o644)
+        for key, tensor in tensors.items():
+            weight_map[key] = name
+            total_size += tensor.numel() * tensor.element_size()
+    shards.clear()  # drop the table before writing the small JSON files
+    index = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
+    (tmp / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    config = _synthetic_config(hidden_size, vocab_size, seed)
+    (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def _format_gb(nbytes: int) -> str:
+    return f"{nbytes / 1e9:.2f} GB"
+
+
+def write_synthetic_checkpoint(
+    directory: str | Path,
+    *,
+    hidden_size: int = QWEN25_OMNI_7B_HIDDEN,
+    vocab_size: int = QWEN25_OMNI_7B_VOCAB,
+    seed: int = DEFAULT_SEED,
+    num_shards: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Write a seeded synthetic checkpoint with the real file layout; return its directory.
+
+    The files are written into a temporary sibling directory that is renamed into place at
+    the end, so ``directory`` never holds a half-written checkpoint. ``directory`` must not
+    exist or be empty.
+    """
+    max_token = max(QWEN25_OMNI_7B_TOKEN_IDS.values())
+    if not _is_int(hidden_size) or hidden_size <= 0:
+        raise ConfigError(f"synthetic checkpoint: hidden_size {hidden_size!r} must be an int > 0")
+    if not _is_int(vocab_size) or vocab_size <= max_token:
+        raise ConfigError(
+            f"synthetic checkpoint: vocab_size {vocab_size!r} must be an int > {max_token} "
+            f"(the Qwen2.5-Omni token ids must fit)"
+        )
+    if not _is_int(num_shards) or num_shards < 2:
+        raise ConfigError(f"synthetic checkpoint: num_shards {num_shards!r} must be an int >= 2")
+    if not _is_int(seed):
+        raise ConfigError(f"synthetic checkpoint: seed {seed!r} must be an int")
+
+    target = Path(directory).expanduser().absolute()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise _fail(
+            f"synthetic checkpoint: {target} already exists and is not an empty directory; "
+            f"choose a new directory or delete it"
+        )
+    table_bytes = vocab_size * hidden_size * 2
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(target.parent).free
+    except OSError as exc:
+        raise _fail(
+            f"synthetic checkpoint: cannot use {target.parent} ({_exc_text(exc)}); "
+            f"choose a writable directory"
+        ) from exc
+    if free < table_bytes + 64 * 2**20:
+        raise _fail(
+            f"synthetic checkpoint: {target.parent} has {_format_gb(free)} free, the checkpoint "
+            f"needs {_format_gb(table_bytes)}; free space or choose another directory"
+        )
+
+    if progress is not None:
+        progress(
+            f"building synthetic checkpoint {vocab_size}x{hidden_size} bf16 "
+            f"({_format_gb(table_bytes)}) in {target} ..."
+        )
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        _write_files(tmp, hidden_size, vocab_size, seed, num_shards)
+        tmp.chmod(0o755)
+        try:
+            os.rename(tmp, target)  # atomic; replaces an empty directory, fails on a full one
+        except OSError as exc:
+            raise _fail(
+                f"synthetic checkpoint: cannot move the new checkpoint to {target} "
+                f"({_exc_text(exc)}); choose a new directory or delete it"
+            ) from exc
+    except OSError as exc:
+        raise _fail(
+            f"synthetic checkpoint: writing into {target.parent} failed ({_exc_text(exc)}); "
+            f"free space or choose a writable directory"
+        ) from exc
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    if progress is not None:
+        progress(f"done in {time.perf_counter() - started:.1f} s")
+    return target
+
+
+def synthetic_cache_dir() -> Path:
+    """``$EMBEDBENCH_CACHE`` if set, else the per-user cache directory for embedbench."""
+    env = os.environ.get("EMBEDBENCH_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_cache_dir("embedbench"))
+
+
+def _is_complete(path: Path) -> bool:
+    return (path / CONFIG_NAME).is_file() and (path / INDEX_NAME).is_file()
+
+
+def _remove_stale_builds(target: Path) -> None:
+    """Delete temporary build directories that a killed builder left behind long ago."""
+    cutoff = time.time() - _STALE_TMP_SECONDS
+    try:
+        leftovers = list(target.parent.glob(f".{target.name}.tmp-*"))
+    except OSError:
+        return
+    for leftover in leftovers:
+        try:
+            if leftover.is_dir() and leftover.stat().st_mtime < cutoff:
+                shutil.rmtree(leftover, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def default_synthetic_checkpoint(
+    hidden_size: int = QWEN25_OMNI_7B_HIDDEN,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """The cached synthetic checkpoint with the real vocab; built once, then reused."""
+    name = f"qwen2.5-omni-synthetic-{QWEN25_OMNI_7B_VOCAB}x{hidden_size}-bf16-v1"
+    target = synthetic_cache_dir() / name
+    if _is_complete(target):
+        return target
+    _remove_stale_builds(target)
+    try:
+        return write_synthetic_checkpoint(
+            target,
+            hidden_size=hidden_size,
+            vocab_size=QWEN25_OMNI_7B_VOCAB,
+            seed=DEFAULT_SEED,
+            progress=progress,
+        )
+    except CheckpointError:
+        if _is_complete(target):  # a concurrent builder won the rename race
+            return target
+        raise
+
+
+def is_synthetic(model_dir: str | Path) -> bool:
+    """True when ``config.json`` carries the marker the synthetic writer puts there."""
+    try:
+        config = json.loads((Path(model_dir).expanduser() / CONFIG_NAME).read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get(SYNTHETIC_MARKER), dict)
