@@ -1,0 +1,224 @@
+"""The six benchmark inputs (SPEC §3): token ids, CPU masks and tagged multimodal rows.
+
+A scenario is built once per (case, length) and reused for every call of both
+variants, so the two variants always see identical inputs. Nothing here times
+anything; :func:`call_variant` is the one place that binds a scenario to a wrapper
+call, so validation and timing call the wrappers the same way.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from embedbench.errors import ConfigError
+
+CASES: tuple[str, ...] = ("text", "audio", "image", "video", "mixed", "interleaved")
+
+CASE_LABELS: dict[str, str] = {
+    "text": "Text",
+    "audio": "Audio",
+    "image": "Image",
+    "video": "Video",
+    "mixed": "Audio + image + video",
+    "interleaved": "Interleaved audio/video",
+}
+
+# The original refuses shorter inputs: the mixed layout ends at position 292.
+MIN_TOKENS = 300
+# First placeholder position; the text before it stands in for the chat prefix.
+PLACEHOLDER_START = 44
+# Text tokens between two non-interleaved placeholder runs.
+SEPARATOR_TOKENS = 2
+# Random text ids are drawn from [TEXT_ID_LOW, TEXT_ID_HIGH).
+TEXT_ID_LOW = 2
+TEXT_ID_HIGH = 10000
+# The generator seed is SEED_BASE + length (issue #7451).
+SEED_BASE = 7451
+
+MODALITIES: tuple[str, ...] = ("audio", "image", "video")
+
+# One distinct constant per modality, each exactly representable in bfloat16 (and in
+# every float dtype), so a row written to the wrong modality's positions shows up.
+MODALITY_FILL: dict[str, float] = {"audio": 1.0, "image": 2.0, "video": 3.0}
+
+# (modality, count) per run, in sequence order. Non-interleaved runs are separated
+# by SEPARATOR_TOKENS text tokens; the interleaved runs are contiguous.
+_LAYOUTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "text": (),
+    "audio": (("audio", 100),),
+    "image": (("image", 16),),
+    "video": (("video", 128),),
+    "mixed": (("audio", 100), ("image", 16), ("video", 128)),
+    "interleaved": (("video", 64), ("audio", 50), ("video", 64), ("audio", 50)),
+}
+_CONTIGUOUS: frozenset[str] = frozenset({"interleaved"})
+
+
+@dataclass(frozen=True)
+class PlaceholderRun:
+    """``count`` placeholder tokens of one modality starting at position ``start``."""
+
+    modality: str
+    start: int
+    count: int
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.count
+
+
+@dataclass
+class Scenario:
+    """The inputs of one (case, length): what both variants are called with."""
+
+    case: str
+    label: str
+    tokens: int
+    input_ids: torch.Tensor
+    is_multimodal: torch.Tensor | None
+    multimodal_embeddings: list[torch.Tensor] | None
+    runs: tuple[PlaceholderRun, ...]
+
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        """Modalities in first-appearance order (the order of the embedding list)."""
+        return _first_appearance(self.runs)
+
+
+def _check_case(case: str) -> str:
+    if case not in CASES:
+        raise ConfigError(f"unknown case {case!r}; choose from {', '.join(CASES)}")
+    return case
+
+
+def _check_tokens(tokens: Any) -> int:
+    try:
+        if isinstance(tokens, bool):
+            raise TypeError
+        value = operator.index(tokens)
+    except TypeError:
+        raise ConfigError(f"tokens must be an integer, got {tokens!r}") from None
+    if value < MIN_TOKENS:
+        raise ConfigError(f"tokens must be at least {MIN_TOKENS} (got {value})")
+    return value
+
+
+def _first_appearance(runs: tuple[PlaceholderRun, ...]) -> tuple[str, ...]:
+    seen: list[str] = []
+    for run in runs:
+        if run.modality not in seen:
+            seen.append(run.modality)
+    return tuple(seen)
+
+
+def placeholder_runs(case: str) -> tuple[PlaceholderRun, ...]:
+    """The placeholder runs of ``case`` in sequence order (SPEC §3)."""
+    _check_case(case)
+    gap = 0 if case in _CONTIGUOUS else SEPARATOR_TOKENS
+    runs: list[PlaceholderRun] = []
+    position = PLACEHOLDER_START
+    for modality, count in _LAYOUTS[case]:
+        runs.append(PlaceholderRun(modality, position, count))
+        position += count + gap
+    return tuple(runs)
+
+
+def _token_id_map(token_ids: Any) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for modality in MODALITIES:
+        name = f"{modality}_token_id"
+        value = getattr(token_ids, name, None)
+        if value is None or isinstance(value, bool):
+            raise ConfigError(f"token_ids has no integer {name}")
+        try:
+            ids[modality] = operator.index(value)
+        except TypeError:
+            raise ConfigError(f"token_ids.{name} must be an integer, got {value!r}") from None
+    if len(set(ids.values())) != len(ids):
+        raise ConfigError(f"audio, image and video token ids must differ, got {ids}")
+    return ids
+
+
+def build_scenario(
+    case: str,
+    tokens: int,
+    *,
+    token_ids: Any,
+    hidden_size: int,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+    tag: Callable[[torch.Tensor, str], torch.Tensor],
+) -> Scenario:
+    """Build the inputs of one case at one length.
+
+    ``token_ids`` is any object with ``audio_token_id``, ``image_token_id`` and
+    ``video_token_id``. Token ids are int32 on ``device``; the mask is a bool tensor
+    on the CPU (as in the original: a CPU mask spares the merge a device sync);
+    the multimodal embeddings are one ``(rows, hidden_size)`` tensor per modality
+    in first-appearance order, on ``device``, filled with ``MODALITY_FILL`` and
+    passed through ``tag(tensor, modality)``.
+    """
+    _check_case(case)
+    tokens = _check_tokens(tokens)
+    if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1:
+        raise ConfigError(f"hidden_size must be a positive integer, got {hidden_size!r}")
+    runs = placeholder_runs(case)
+
+    generator = torch.Generator().manual_seed(SEED_BASE + tokens)
+    ids = torch.randint(TEXT_ID_LOW, TEXT_ID_HIGH, (tokens,), generator=generator)
+
+    if not runs:
+        return Scenario(
+            case=case,
+            label=CASE_LABELS[case],
+            tokens=tokens,
+            input_ids=ids.to(dtype=torch.int32).to(device),
+            is_multimodal=None,
+            multimodal_embeddings=None,
+            runs=runs,
+        )
+
+    id_of = _token_id_map(token_ids)
+    is_multimodal = torch.zeros(tokens, dtype=torch.bool)
+    rows: dict[str, int] = {}
+    for run in runs:
+        ids[run.start : run.stop] = id_of[run.modality]
+        is_multimodal[run.start : run.stop] = True
+        rows[run.modality] = rows.get(run.modality, 0) + run.count
+
+    embeddings = [
+        tag(
+            torch.full(
+                (rows[modality], hidden_size), MODALITY_FILL[modality], dtype=dtype, device=device
+            ),
+            modality,
+        )
+        for modality in _first_appearance(runs)
+    ]
+    return Scenario(
+        case=case,
+        label=CASE_LABELS[case],
+        tokens=tokens,
+        input_ids=ids.to(dtype=torch.int32).to(device),
+        is_multimodal=is_multimodal,
+        multimodal_embeddings=embeddings,
+        runs=runs,
+    )
+
+
+def call_variant(fn: Callable[..., torch.Tensor], scenario: Scenario) -> torch.Tensor:
+    """Call a wrapper variant on a scenario: ``fn(ids, embeddings, is_multimodal=mask)``.
+
+    For the text case both are None, which both wrapper forms delegate to the
+    parent's single text lookup.
+    """
+    return fn(
+        scenario.input_ids,
+        scenario.multimodal_embeddings,
+        is_multimodal=scenario.is_multimodal,
+    )
