@@ -23,6 +23,7 @@ run: setup
 
 test: setup
 	$(PY) -m ruff check embedbench tests
+	$(PY) -m ruff format --check embedbench tests
 	$(PY) -m pytest -q
 
 clean:

@@ -99,9 +99,7 @@ def time_calls(fn: Callable[[], Any], count: int, sync: Sync = no_sync) -> list[
         sync()
         t2 = perf()
         append((t0, t1, t2, c0, c1))
-    return [
-        [(t1 - t0) / 1e3, (c1 - c0) / 1e3, (t2 - t0) / 1e3] for t0, t1, t2, c0, c1 in stamps
-    ]
+    return [[(t1 - t0) / 1e3, (c1 - c0) / 1e3, (t2 - t0) / 1e3] for t0, t1, t2, c0, c1 in stamps]
 
 
 def _empty_call() -> None:
@@ -123,8 +121,21 @@ def measure_timer_floor(
         samples = time_calls(_empty_call, calls, sync)
         wall_end, mhz_end = time.time(), read_mhz()
         records.append(
-            BlockRecord(device, TIMER_CASE, 0, TIMER_SCOPE, "empty", block, 0, calls,
-                        samples, wall_start, wall_end, mhz_start, mhz_end)
+            BlockRecord(
+                device,
+                TIMER_CASE,
+                0,
+                TIMER_SCOPE,
+                "empty",
+                block,
+                0,
+                calls,
+                samples,
+                wall_start,
+                wall_end,
+                mhz_start,
+                mhz_end,
+            )
         )
     return records
 
@@ -162,8 +173,21 @@ def measure_pair(
             samples = time_calls(variants[name], iterations, sync)
             wall_end, mhz_end = time.time(), read_mhz()
             records.append(
-                BlockRecord(device, case, tokens, MICRO_SCOPE, name, block, position,
-                            iterations, samples, wall_start, wall_end, mhz_start, mhz_end)
+                BlockRecord(
+                    device,
+                    case,
+                    tokens,
+                    MICRO_SCOPE,
+                    name,
+                    block,
+                    position,
+                    iterations,
+                    samples,
+                    wall_start,
+                    wall_end,
+                    mhz_start,
+                    mhz_end,
+                )
             )
             if progress is not None:
                 progress(iterations)

@@ -6,8 +6,13 @@ import pytest
 from embedbench import stats
 
 
-def _blocks(rng: np.random.Generator, center: float, n_blocks: int = 20, n_calls: int = 20,
-            noise: float = 0.02) -> list[list[float]]:
+def _blocks(
+    rng: np.random.Generator,
+    center: float,
+    n_blocks: int = 20,
+    n_calls: int = 20,
+    noise: float = 0.02,
+) -> list[list[float]]:
     return [list(center * (1 + noise * rng.standard_normal(n_calls))) for _ in range(n_blocks)]
 
 

@@ -66,8 +66,15 @@ def test_measure_pair_records_every_block_and_reports_progress():
     done = []
     seed = timing.derive_seed(0, "audio", 300)
     records = timing.measure_pair(
-        {"baseline": lambda: None, "fixed": lambda: None}, case="audio", tokens=300, warmup=3,
-        blocks=6, iterations=4, seed=seed, device="cpu", progress=done.append,
+        {"baseline": lambda: None, "fixed": lambda: None},
+        case="audio",
+        tokens=300,
+        warmup=3,
+        blocks=6,
+        iterations=4,
+        seed=seed,
+        device="cpu",
+        progress=done.append,
     )
     assert len(records) == 12
     assert sum(done) == timing.calls_per_pair(3, 6, 4)
@@ -81,8 +88,16 @@ def test_measure_pair_records_every_block_and_reports_progress():
 
 def test_measure_pair_needs_two_variants():
     with pytest.raises(ValueError):
-        timing.measure_pair({"baseline": lambda: None}, case="x", tokens=0, warmup=0, blocks=1,
-                            iterations=1, seed=0, device="cpu")
+        timing.measure_pair(
+            {"baseline": lambda: None},
+            case="x",
+            tokens=0,
+            warmup=0,
+            blocks=1,
+            iterations=1,
+            seed=0,
+            device="cpu",
+        )
 
 
 def test_timer_floor_is_ten_blocks_of_a_hundred_empty_calls():

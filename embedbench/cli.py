@@ -1,0 +1,152 @@
+"""Command line: ``embedbench run | report | synth-checkpoint``.
+
+Bad input ends with one line on stderr and exit code 2; a completed run with a
+failed validation exits 1; an interrupted run exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from embedbench import checkpoint
+from embedbench.config import (
+    DEFAULT_BASELINE_REF,
+    DEVICES,
+    TARGETS,
+    WORKTREE,
+    RunConfig,
+    parse_int,
+)
+from embedbench.errors import EmbedbenchError
+from embedbench.report import pr_table, statistics_table, to_pr_markdown
+from embedbench.results import RunResult, load_results
+from embedbench.scenarios import CASES
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_run_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="measure baseline vs fixed embed_input_ids")
+    p.add_argument("--model", help="Qwen2.5-Omni checkpoint dir (default: synthetic, cached)")
+    p.add_argument("--target", default="reference", help=f"one of {', '.join(TARGETS)}")
+    p.add_argument("--repo", help="vLLM-Omni checkout (target vllm-omni)")
+    p.add_argument("--baseline-ref", default=DEFAULT_BASELINE_REF, help="git ref of the baseline")
+    p.add_argument("--candidate-ref", default=WORKTREE, help="git ref or WORKTREE")
+    p.add_argument("--cpu-core", help="core to pin (default: lowest allowed core)")
+    p.add_argument("--lengths", nargs="+", default=["1172"], help="token counts (>= 300)")
+    p.add_argument("--cases", nargs="+", default=list(CASES), help=f"of {', '.join(CASES)}")
+    p.add_argument("--warmup", default="50", help="warm-up calls per variant")
+    p.add_argument("--blocks", default="20", help="paired blocks")
+    p.add_argument("--iterations", default="20", help="calls per variant per block")
+    p.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICES)}")
+    p.add_argument("--seed", default="0", help="seed of the block order")
+    p.add_argument("--output-dir", help="results dir (default: ./embedbench-results/<UTC time>)")
+    p.add_argument("--overwrite", action="store_true", help="replace results in --output-dir")
+    p.add_argument("--allow-busy", action="store_true", help="measure on a busy core anyway")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``embedbench`` argument parser."""
+    parser = _Parser(prog="embedbench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_run_parser(sub)
+    rep = sub.add_parser("report", help="print the PR-format table of a results dir")
+    rep.add_argument("results_dir")
+    syn = sub.add_parser("synth-checkpoint", help="write a synthetic Qwen2.5-Omni checkpoint")
+    syn.add_argument("directory")
+    syn.add_argument("--hidden", default="3584", help="hidden size (default 3584, the 7B's)")
+    syn.add_argument("--seed", default="7451", help="seed of the embedding values")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig for ``embedbench run`` arguments."""
+    return RunConfig(
+        model=args.model,
+        target=args.target,
+        repo=args.repo,
+        baseline_ref=args.baseline_ref,
+        candidate_ref=args.candidate_ref,
+        cpu_core=args.cpu_core,
+        lengths=args.lengths,
+        cases=args.cases,
+        warmup=args.warmup,
+        blocks=args.blocks,
+        iterations=args.iterations,
+        device=args.device,
+        seed=args.seed,
+        output_dir=args.output_dir,
+        overwrite=args.overwrite,
+        allow_busy=args.allow_busy,
+    )
+
+
+def print_report(result: RunResult) -> None:
+    """The PR table, then the statistics table, on stdout."""
+    print(to_pr_markdown(pr_table(result)))
+    print()
+    print(statistics_table(result).to_markdown(index=False))
+    failed = [r for r in result.validation if not r.get("ok")]
+    for row in failed:
+        print(f"VALIDATION FAILED: {row['case']} @ {row['tokens']} tokens: {row.get('mismatch')}")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from embedbench.runner import run
+
+    result = run(config_from_args(args), progress=not args.no_progress)
+    print_report(result)
+    print(f"\nresults: {result.directory}")
+    return EXIT_OK if result.all_valid else EXIT_INVALID
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    result = load_results(args.results_dir)
+    print_report(result)
+    return EXIT_OK
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    path = checkpoint.write_synthetic_checkpoint(
+        args.directory,
+        hidden_size=parse_int("--hidden", args.hidden, minimum=1),
+        seed=parse_int("--seed", args.seed),
+        progress=lambda m: print(m, file=sys.stderr, flush=True),
+    )
+    print(path)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed on one line
+        return int(exc.code or 0)
+    commands = {"run": _cmd_run, "report": _cmd_report, "synth-checkpoint": _cmd_synth}
+    try:
+        return commands[args.command](args)
+    except EmbedbenchError as exc:
+        print(f"embedbench: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("embedbench: interrupted; partial results were kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

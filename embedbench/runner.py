@@ -1,0 +1,353 @@
+"""The measurement pipeline: config → checkpoint → scenarios → target → timing → results.
+
+``run`` checks every input before it writes anything, then writes the output
+directory as cases finish. ``paired_benchmark`` runs any two zero-argument
+callables through the same timing and statistics.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from embedbench import checkpoint, stats, sysinfo
+from embedbench.config import RunConfig, default_output_dir
+from embedbench.devices import resolve_device, sync_for
+from embedbench.errors import ConfigError
+from embedbench.isolation import isolated, resolve_cpu_core
+from embedbench.results import ResultsWriter, RunResult, check_output_dir
+from embedbench.scenarios import CASE_LABELS, build_scenario, call_variant
+from embedbench.targets import VARIANTS, Target
+from embedbench.targets.reference import build_reference_target
+from embedbench.timing import (
+    METRIC_ORDER,
+    BlockRecord,
+    calls_per_pair,
+    derive_seed,
+    measure_pair,
+    measure_timer_floor,
+)
+from embedbench.validation import validate_scenario
+
+Log = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class PreparedRun:
+    """A run whose inputs all passed their checks; nothing has been written yet."""
+
+    config: RunConfig
+    device: torch.device
+    cpu_core: int
+    model_dir: Path
+    synthetic: bool
+    facts: checkpoint.ThinkerFacts
+    location: checkpoint.EmbeddingLocation
+    output_dir: Path
+    started: datetime = field(default_factory=_utc_now)
+
+
+def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
+    """Check every input (device, core, output dir, checkpoint) without writing results."""
+    if config.target != "reference":
+        raise ConfigError(
+            f"--target {config.target} is not available in this version; use --target reference"
+        )
+    device = resolve_device(config.device)
+    core = resolve_cpu_core(config.cpu_core)
+    started = _utc_now()
+    output_dir = (
+        Path(config.output_dir)
+        if config.output_dir
+        else default_output_dir(started.strftime("%Y%m%dT%H%M%SZ"))
+    )
+    check_output_dir(output_dir, overwrite=config.overwrite)
+    if config.model is None:
+        model_dir = checkpoint.default_synthetic_checkpoint(progress=log)
+    else:
+        model_dir = Path(config.model).expanduser()
+    facts = checkpoint.read_thinker_facts(model_dir)
+    location = checkpoint.locate_embedding(model_dir, facts)
+    return PreparedRun(
+        config=config,
+        device=device,
+        cpu_core=core,
+        model_dir=model_dir,
+        synthetic=checkpoint.is_synthetic(model_dir),
+        facts=facts,
+        location=location,
+        output_dir=output_dir,
+        started=started,
+    )
+
+
+def build_target(prepared: PreparedRun, table: torch.Tensor) -> Target:
+    """The target named in the config, bound to the loaded table."""
+    return build_reference_target(table, prepared.facts)
+
+
+def _metadata(prepared: PreparedRun, target: Target, freq_source: str) -> dict[str, Any]:
+    config = prepared.config
+    vocab, hidden = prepared.location.shape
+    return {
+        "status": "running",
+        "target": target.name,
+        "target_info": target.metadata,
+        "refs": {"baseline_ref": None, "candidate_ref": None, "checked_out_commit": None},
+        "candidate_ref": None,
+        "dirty": None,
+        "versions": sysinfo.versions(),
+        "device": prepared.device.type,
+        "device_name": sysinfo.device_name(prepared.device),
+        "host": sysinfo.host_facts(),
+        "cpu_core": prepared.cpu_core,
+        "cpu_frequency_source": freq_source,
+        "contention": None,
+        "allow_busy": config.allow_busy,
+        "seed": config.seed,
+        "warmup": config.warmup,
+        "blocks": config.blocks,
+        "iterations": config.iterations,
+        "lengths": list(config.lengths),
+        "cases": list(config.cases),
+        "model": str(prepared.model_dir),
+        "synthetic": prepared.synthetic,
+        "embedding": {
+            "key": checkpoint.EMBEDDING_KEY,
+            "shard": prepared.location.shard.name,
+            "shape": [vocab, hidden],
+            "dtype": "bfloat16",
+        },
+        "ids_dtype": "int32",
+        "mask_device": "cpu",
+        "metric_order": list(METRIC_ORDER),
+        "environment": sysinfo.allowed_environment(),
+        "config": config.to_json(),
+        "start_time": prepared.started.isoformat(),
+        "end_time": None,
+    }
+
+
+def _blocks_by_variant(records: list[BlockRecord], metric: int) -> dict[str, list[list[float]]]:
+    """Per variant, each block's samples of one metric, in block order."""
+    out: dict[str, list[list[float]]] = {name: [] for name in VARIANTS}
+    for record in sorted(records, key=lambda r: (r.block, r.position)):
+        out.setdefault(record.variant, []).append([s[metric] for s in record.samples_us])
+    return out
+
+
+def _summary_row(
+    case: str, tokens: int, records: list[BlockRecord] | None, *, seed: int, valid: bool
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"case": case, "label": CASE_LABELS[case], "tokens": tokens}
+    if not valid or not records:
+        return {
+            **row,
+            "host_us": None,
+            "reduction_pct": None,
+            "reduction_ci95_pct": None,
+            "verdict": stats.INVALID,
+            "valid": False,
+            "blocks": 0,
+        }
+    host = _blocks_by_variant(records, 0)
+    summary = stats.summarize_pair(host["baseline"], host["fixed"], seed=seed)
+    extra = {
+        name: {
+            variant: stats.median_of_block_medians(blocks)
+            for variant, blocks in _blocks_by_variant(records, metric).items()
+        }
+        for metric, name in ((1, "cpu_us"), (2, "completion_us"))
+    }
+    return {
+        **row,
+        "host_us": summary.host_us,
+        "reduction_pct": summary.reduction_pct,
+        "reduction_ci95_pct": list(summary.reduction_ci95_pct),
+        "verdict": summary.verdict,
+        "valid": True,
+        "blocks": summary.blocks,
+        "iterations": len(records[0].samples_us),
+        "schedule_seed": seed,
+        **extra,
+    }
+
+
+@contextmanager
+def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
+    bar = tqdm(total=total, unit="call", desc="embedbench", disable=not enabled, file=sys.stderr)
+    try:
+        yield bar.update
+    finally:
+        bar.close()
+
+
+def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunResult:
+    """Measure every case and length of ``config``; write and return the results."""
+    prepared = prepare(config, log=log)
+    table = checkpoint.load_embedding_table(prepared.location, device=prepared.device)
+    target = build_target(prepared, table)
+    sync = sync_for(prepared.device)
+    freq_source, read_mhz = sysinfo.cpu_frequency_reader(prepared.cpu_core)
+    writer = ResultsWriter(prepared.output_dir, _metadata(prepared, target, freq_source))
+    log(f"writing results to {prepared.output_dir}")
+    pairs = [(tokens, case) for tokens in config.lengths for case in config.cases]
+    total = len(pairs) * calls_per_pair(config.warmup, config.blocks, config.iterations)
+    completed: list[str] = []
+    try:
+        with isolated(prepared.cpu_core) as state, _progress_bar(total, progress) as advance:
+            writer.update_metadata(threads=state.to_json())
+            floor = measure_timer_floor(device=prepared.device.type, sync=sync, read_mhz=read_mhz)
+            writer.add_records([r.to_json() for r in floor])
+            for tokens, case in pairs:
+                _measure_case(prepared, target, writer, case, tokens, sync, read_mhz, advance)
+                completed.append(f"{case}@{tokens}")
+    except KeyboardInterrupt:
+        writer.update_metadata(
+            status="interrupted", completed_cases=completed, end_time=_utc_now().isoformat()
+        )
+        raise
+    except BaseException as exc:
+        writer.update_metadata(
+            status="failed",
+            error=f"{type(exc).__name__}: {exc}",
+            completed_cases=completed,
+            end_time=_utc_now().isoformat(),
+        )
+        raise
+    writer.update_metadata(
+        status="complete", completed_cases=completed, end_time=_utc_now().isoformat()
+    )
+    return RunResult(
+        prepared.output_dir, writer.metadata, writer.records, writer.validation, writer.summary
+    )
+
+
+def _measure_case(
+    prepared: PreparedRun,
+    target: Target,
+    writer: ResultsWriter,
+    case: str,
+    tokens: int,
+    sync: Callable[[], None],
+    read_mhz: Callable[[], float | None],
+    advance: Callable[[int], None],
+) -> None:
+    config = prepared.config
+    scenario = build_scenario(
+        case,
+        tokens,
+        token_ids=prepared.facts,
+        hidden_size=prepared.location.shape[1],
+        device=prepared.device,
+        tag=target.tag,
+    )
+    check = validate_scenario(target, scenario)
+    writer.add_validation(check.to_json())
+    seed = derive_seed(config.seed, case, tokens)
+    if not check.ok:
+        advance(calls_per_pair(config.warmup, config.blocks, config.iterations))
+        writer.add_summary(_summary_row(case, tokens, None, seed=seed, valid=False))
+        return
+    variants = {
+        name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
+    }
+    records = measure_pair(
+        variants,
+        case=case,
+        tokens=tokens,
+        warmup=config.warmup,
+        blocks=config.blocks,
+        iterations=config.iterations,
+        seed=seed,
+        device=prepared.device.type,
+        sync=sync,
+        read_mhz=read_mhz,
+        progress=advance,
+    )
+    writer.add_records([r.to_json() for r in records])
+    writer.add_summary(_summary_row(case, tokens, records, seed=seed, valid=True))
+
+
+@dataclass
+class PairedResult:
+    """The outcome of ``paired_benchmark``."""
+
+    host_us: dict[str, float]
+    reduction_pct: float
+    reduction_ci95_pct: tuple[float, float]
+    verdict: str
+    seed: int
+    records: list[BlockRecord] = field(repr=False)
+    timer_floor: list[BlockRecord] = field(repr=False)
+
+
+def paired_benchmark(
+    variants: dict[str, Callable[[], Any]],
+    *,
+    warmup: int,
+    blocks: int,
+    iterations: int,
+    cpu_core: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+) -> PairedResult:
+    """Time two zero-argument callables, ``{"baseline": f, "fixed": g}``, like ``run`` does."""
+    if set(variants) != set(VARIANTS):
+        raise ConfigError(f"variants must be exactly {list(VARIANTS)}, got {list(variants)}")
+    checked = RunConfig(
+        warmup=warmup,
+        blocks=blocks,
+        iterations=iterations,
+        seed=seed,
+        device=device,
+        cpu_core=cpu_core,
+    )
+    dev = resolve_device(checked.device)
+    core = resolve_cpu_core(checked.cpu_core)
+    sync = sync_for(dev)
+    _, read_mhz = sysinfo.cpu_frequency_reader(core)
+    schedule_seed = derive_seed(checked.seed, "paired_benchmark")
+    ordered = {name: variants[name] for name in VARIANTS}
+    with isolated(core):
+        floor = measure_timer_floor(device=dev.type, sync=sync, read_mhz=read_mhz)
+        records = measure_pair(
+            ordered,
+            case="paired",
+            tokens=0,
+            warmup=checked.warmup,
+            blocks=checked.blocks,
+            iterations=checked.iterations,
+            seed=schedule_seed,
+            device=dev.type,
+            sync=sync,
+            read_mhz=read_mhz,
+        )
+    host = _blocks_by_variant(records, 0)
+    summary = stats.summarize_pair(host["baseline"], host["fixed"], seed=schedule_seed)
+    return PairedResult(
+        summary.host_us,
+        summary.reduction_pct,
+        summary.reduction_ci95_pct,
+        summary.verdict,
+        schedule_seed,
+        records,
+        floor,
+    )
