@@ -18,8 +18,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The main job: run.ipynb through papermill on the embedded default, then HTML.
+# JUPYTER_PATH makes "python3" the venv's kernel even if ~/.local has another.
 run: setup
-	$(PY) -m embedbench run
+	JUPYTER_PATH=$(VENV)/share/jupyter $(VENV)/bin/papermill notebooks/run.ipynb out.ipynb
+	JUPYTER_PATH=$(VENV)/share/jupyter $(VENV)/bin/jupyter nbconvert --to html --no-input out.ipynb
+	@echo "open out.ipynb (JupyterLab) or out.html (any browser)"
 
 test: setup
 	$(PY) -m ruff check embedbench tests

@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parser(sub)
     rep = sub.add_parser("report", help="print the PR-format table of a results dir")
     rep.add_argument("results_dir")
+    rep.add_argument("--html", metavar="OUT.html", help="also write a self-contained HTML report")
     syn = sub.add_parser("synth-checkpoint", help="write a synthetic Qwen2.5-Omni checkpoint")
     syn.add_argument("directory")
     syn.add_argument("--hidden", default="3584", help="hidden size (default 3584, the 7B's)")
@@ -117,6 +118,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     result = load_results(args.results_dir)
     print_report(result)
+    if args.html:
+        from embedbench.htmlreport import write_html
+
+        print(f"\nhtml: {write_html(result, args.html)}")
     return EXIT_OK
 
 

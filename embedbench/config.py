@@ -59,7 +59,7 @@ def _as_bool(name: str, value: Any) -> bool:
     raise ConfigError(f"{name} must be true or false, got {value!r}")
 
 
-def _as_list(name: str, value: Any) -> list[Any]:
+def parse_list(name: str, value: Any) -> list[Any]:
     """A list from a scalar, a sequence, or a string like '[512, 1172]' / '512 1172'."""
     if isinstance(value, str):
         parsed = _parse_literal(value)
@@ -138,7 +138,7 @@ class RunConfig:
 
     @staticmethod
     def _coerce_lengths(value: Any) -> tuple[int, ...]:
-        items = _as_list("lengths", value)
+        items = parse_list("lengths", value)
         if not items:
             raise ConfigError("lengths must name at least one token count, e.g. 1172")
         lengths = tuple(parse_int("lengths", item) for item in items)
@@ -151,7 +151,7 @@ class RunConfig:
 
     @staticmethod
     def _coerce_cases(value: Any) -> tuple[str, ...]:
-        items = [str(item).strip() for item in _as_list("cases", value)]
+        items = [str(item).strip() for item in parse_list("cases", value)]
         if not items:
             raise ConfigError(f"cases must name at least one of {', '.join(CASES)}")
         for item in items:

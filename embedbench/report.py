@@ -1,17 +1,27 @@
-"""Tables from a run's results: the PR's before/after table and its statistics.
+"""Tables from a run's results: the PR's before/after table and everything around it.
 
-The PR table is kept byte-for-byte in the PR's format so it can be pasted into
-a review; the interval and verdict go into a second table.
+Every function takes a ``RunResult`` and returns a DataFrame or a string, so the
+notebooks, the CLI and the HTML export show the same numbers. The PR table is
+kept byte-for-byte in the PR's layout so it can be pasted into a review; the
+interval and verdict go into a second table.
 """
 
 from __future__ import annotations
 
+import html
+import json
+from importlib import resources
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from embedbench.results import RunResult
+from embedbench import stats, sysinfo
+from embedbench.config import parse_list
+from embedbench.errors import ConfigError
+from embedbench.results import RunResult, load_results
 from embedbench.scenarios import CASE_LABELS, CASES
+from embedbench.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
 PR_ALIGN = ("---", "---:", "---:", "---:")
@@ -22,9 +32,14 @@ def _ordered_rows(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(summary, key=lambda r: (r["tokens"], order.get(r["case"], len(order))))
 
 
-def _input_label(row: dict[str, Any], several_lengths: bool) -> str:
-    label = CASE_LABELS.get(row["case"], row["case"])
-    return f"{label} ({row['tokens']} tokens)" if several_lengths else label
+def _several_lengths(rows: list[dict[str, Any]]) -> bool:
+    return len({r["tokens"] for r in rows}) > 1
+
+
+def input_label(case: str, tokens: int, several_lengths: bool) -> str:
+    """The PR's row label, with the token count when a run has several lengths."""
+    label = CASE_LABELS.get(case, case)
+    return f"{label} ({tokens} tokens)" if several_lengths else label
 
 
 def _fmt_us(value: float | None) -> str:
@@ -34,14 +49,14 @@ def _fmt_us(value: float | None) -> str:
 def pr_table(result: RunResult) -> pd.DataFrame:
     """One row per case (and length, when several) in the PR's columns, as strings."""
     rows = _ordered_rows(result.summary)
-    several = len({r["tokens"] for r in rows}) > 1
+    several = _several_lengths(rows)
     data = []
     for row in rows:
         host = row.get("host_us") or {}
         reduction = row.get("reduction_pct")
         data.append(
             {
-                PR_COLUMNS[0]: _input_label(row, several),
+                PR_COLUMNS[0]: input_label(row["case"], row["tokens"], several),
                 PR_COLUMNS[1]: _fmt_us(host.get("baseline")),
                 PR_COLUMNS[2]: _fmt_us(host.get("fixed")),
                 PR_COLUMNS[3]: "invalid" if reduction is None else f"{reduction:.2f}%",
@@ -51,7 +66,11 @@ def pr_table(result: RunResult) -> pd.DataFrame:
 
 
 def to_pr_markdown(table: pd.DataFrame) -> str:
-    """The table as markdown exactly in the PR's layout (header, alignment row, rows)."""
+    """The table as markdown exactly in the PR's layout (header, alignment row, rows).
+
+    pandas' ``to_markdown`` pads cells and writes ``|:---|`` alignment rows; the
+    PR's text is unpadded with ``| --- | ---: |``, so this writes it directly.
+    """
     lines = ["| " + " | ".join(table.columns) + " |", "| " + " | ".join(PR_ALIGN) + " |"]
     lines += ["| " + " | ".join(str(v) for v in values) + " |" for values in table.values]
     return "\n".join(lines)
@@ -60,13 +79,13 @@ def to_pr_markdown(table: pd.DataFrame) -> str:
 def statistics_table(result: RunResult) -> pd.DataFrame:
     """The interval, verdict, validity and block count beside each PR row."""
     rows = _ordered_rows(result.summary)
-    several = len({r["tokens"] for r in rows}) > 1
+    several = _several_lengths(rows)
     data = []
     for row in rows:
         ci = row.get("reduction_ci95_pct")
         data.append(
             {
-                "Input": _input_label(row, several),
+                "Input": input_label(row["case"], row["tokens"], several),
                 "Reduction 95% CI": "n/a" if ci is None else f"[{ci[0]:.2f}%, {ci[1]:.2f}%]",
                 "Verdict": row.get("verdict", "n/a"),
                 "Valid": bool(row.get("valid", False)),
@@ -74,3 +93,251 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(data)
+
+
+def _micro_records(result: RunResult) -> list[dict[str, Any]]:
+    return [r for r in result.records if r.get("scope") == MICRO_SCOPE]
+
+
+def blocks_frame(result: RunResult) -> pd.DataFrame:
+    """One row per (case, tokens, variant, block): block medians of each metric, MHz, times."""
+    rows = []
+    for record in _micro_records(result):
+        samples = np.asarray(record["samples_us"], dtype=float)
+        medians = np.median(samples, axis=0) if samples.size else [np.nan] * len(METRIC_ORDER)
+        rows.append(
+            {
+                "case": record["case"],
+                "label": CASE_LABELS.get(record["case"], record["case"]),
+                "tokens": record["tokens"],
+                "variant": record["variant"],
+                "block": record["block"],
+                "position": record.get("position"),
+                **{
+                    f"median_{name}": float(v)
+                    for name, v in zip(METRIC_ORDER, medians, strict=True)
+                },
+                "wall_start": record["wall_start"],
+                "wall_end": record["wall_end"],
+                "cpu_mhz_start": record.get("cpu_mhz_start"),
+                "cpu_mhz_end": record.get("cpu_mhz_end"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def calls_frame(result: RunResult, case: str, tokens: int | None = None) -> pd.DataFrame:
+    """Every timed call of one case (first length when ``tokens`` is None)."""
+    records = [r for r in _micro_records(result) if r["case"] == case]
+    if tokens is None and records:
+        tokens = min(r["tokens"] for r in records)
+    rows = [
+        {
+            "variant": r["variant"],
+            "block": r["block"],
+            "call": i,
+            **dict(zip(METRIC_ORDER, s, strict=True)),
+        }
+        for r in records
+        if r["tokens"] == tokens
+        for i, s in enumerate(r["samples_us"])
+    ]
+    return pd.DataFrame(rows)
+
+
+def detail_case(result: RunResult) -> str | None:
+    """The case shown call by call: the most complex measured one (interleaved first)."""
+    measured = {r["case"] for r in result.summary if r.get("valid")}
+    for case in reversed(CASES):
+        if case in measured:
+            return case
+    return None
+
+
+def timer_floor_table(result: RunResult) -> pd.DataFrame:
+    """Median, p5 and p95 of the empty call, per metric."""
+    samples = [s for r in result.records if r.get("case") == TIMER_CASE for s in r["samples_us"]]
+    if not samples:
+        return pd.DataFrame(columns=["metric", "calls", "p5", "p50", "p95"])
+    arr = np.asarray(samples, dtype=float)
+    rows = [
+        {"metric": name, "calls": len(arr), **stats.percentiles(arr[:, i])}
+        for i, name in enumerate(METRIC_ORDER)
+    ]
+    return pd.DataFrame(rows).rename(columns={"p50": "median"})
+
+
+def validation_table(result: RunResult) -> pd.DataFrame:
+    """Lookup counts (observed / expected) and torch.equal per case and length."""
+    rows = []
+    for row in result.validation:
+        calls, expected = row.get("calls", {}), row.get("expected_calls", {})
+        observed = {
+            v: f"{calls.get(v)} (expected {expected.get(v)})" for v in ("baseline", "fixed")
+        }
+        rows.append(
+            {
+                "Input": CASE_LABELS.get(row["case"], row["case"]),
+                "Tokens": row["tokens"],
+                "Baseline lookups": observed["baseline"],
+                "Fixed lookups": observed["fixed"],
+                "torch.equal": row.get("torch_equal"),
+                "OK": bool(row.get("ok")),
+                "Mismatch": "" if row.get("ok") else str(row.get("mismatch")),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def failed_validations(result: RunResult) -> list[str]:
+    """One line per failed validation, for the banner at the top of a report."""
+    return [
+        f"{CASE_LABELS.get(r['case'], r['case'])} @ {r['tokens']} tokens: {r.get('mismatch')}"
+        for r in result.validation
+        if not r.get("ok")
+    ]
+
+
+def banner_html(result: RunResult) -> str:
+    """A red banner for failed validations or an unfinished run; a quiet line otherwise."""
+    problems = failed_validations(result)
+    if result.status not in ("complete",):
+        problems.insert(0, f"run status: {result.status} (results may be incomplete)")
+    if not problems:
+        return (
+            '<div style="color:#1a7f37">All validations passed: lookup counts as expected, '
+            "torch.equal true.</div>"
+        )
+    items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+    return (
+        '<div style="background:#d1242f;color:white;padding:8px 12px;border-radius:4px">'
+        f"<b>VALIDATION FAILED or run incomplete</b><ul>{items}</ul></div>"
+    )
+
+
+def provenance_table(result: RunResult) -> pd.DataFrame:
+    """What was measured where: target, device, core, versions, checkpoint, design."""
+    m = result.metadata
+    versions = m.get("versions") or {}
+    embedding = m.get("embedding") or {}
+    refs = m.get("refs") or {}
+    items = [
+        ("status", m.get("status")),
+        ("target", m.get("target")),
+        ("baseline ref", refs.get("baseline_ref")),
+        ("candidate ref", refs.get("candidate_ref")),
+        ("device", f"{m.get('device')} ({m.get('device_name')})"),
+        ("cpu core", m.get("cpu_core")),
+        ("cpu frequency source", m.get("cpu_frequency_source")),
+        ("checkpoint", m.get("model")),
+        ("synthetic checkpoint", m.get("synthetic")),
+        ("embedding", f"{embedding.get('shape')} {embedding.get('dtype')}"),
+        (
+            "design",
+            f"warmup {m.get('warmup')}, {m.get('blocks')} blocks × "
+            f"{m.get('iterations')} calls, seed {m.get('seed')}",
+        ),
+        ("lengths", m.get("lengths")),
+        ("python / torch", f"{versions.get('python')} / {versions.get('torch')}"),
+        (
+            "vllm / vllm-omni / transformers",
+            " / ".join(str(versions.get(k)) for k in ("vllm", "vllm-omni", "transformers")),
+        ),
+        ("started", m.get("start_time")),
+        ("ended", m.get("end_time")),
+    ]
+    return pd.DataFrame(
+        [{"field": k, "value": "" if v is None else str(v)} for k, v in items]
+    ).set_index("field")
+
+
+def reference_results() -> dict[str, Any]:
+    """The PR's published H100 table (shipped with the package as data)."""
+    text = resources.files("embedbench").joinpath("data/pr7477_h100.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def compare_table(
+    runs: dict[str, RunResult], reference: dict[str, Any] | None = None
+) -> pd.DataFrame:
+    """Before, after and reduction per case, one column group per run (and the PR's)."""
+    columns: dict[str, dict[str, str]] = {}
+    for name, result in runs.items():
+        several = _several_lengths(result.summary)
+        for row in _ordered_rows(result.summary):
+            label = input_label(row["case"], row["tokens"], several)
+            host = row.get("host_us") or {}
+            reduction = row.get("reduction_pct")
+            columns.setdefault(f"{name}: before (μs)", {})[label] = _fmt_us(host.get("baseline"))
+            columns.setdefault(f"{name}: after (μs)", {})[label] = _fmt_us(host.get("fixed"))
+            columns.setdefault(f"{name}: reduction", {})[label] = (
+                "invalid" if reduction is None else f"{reduction:.2f}%"
+            )
+    if reference is not None:
+        name = f"PR #7477 ({reference['environment']['gpu']})"
+        for row in reference["rows"]:
+            label = row["label"]
+            columns.setdefault(f"{name}: before (μs)", {})[label] = _fmt_us(row["before_us"])
+            columns.setdefault(f"{name}: after (μs)", {})[label] = _fmt_us(row["after_us"])
+            columns.setdefault(f"{name}: reduction", {})[label] = f"{row['reduction_pct']:.2f}%"
+    frame = pd.DataFrame(columns).fillna("—")
+    frame.index.name = "Input"
+    return frame
+
+
+def config_table(config: Any) -> pd.DataFrame:
+    """A run's parameters as resolved by RunConfig, one row each (shown before measuring)."""
+    data = config.to_json()
+    return pd.DataFrame(
+        [{"parameter": k, "value": "" if v is None else str(v)} for k, v in data.items()]
+    ).set_index("parameter")
+
+
+def environment_table() -> pd.DataFrame:
+    """This machine and its software, shown before a run measures."""
+    items = {**sysinfo.host_facts(), **sysinfo.versions()}
+    items["allowed environment"] = sysinfo.allowed_environment() or "(none set)"
+    return pd.DataFrame(
+        [{"fact": k, "value": "" if v is None else str(v)} for k, v in items.items()]
+    ).set_index("fact")
+
+
+def load_runs(directories: Any, *, include_reference: bool) -> dict[str, RunResult]:
+    """Load output dirs for comparison, keyed by a short unique name.
+
+    Two or more are needed, or one when the PR's reference table is included.
+    """
+    paths = [str(p) for p in parse_list("results_dirs", directories)]
+    needed = 1 if include_reference else 2
+    if len(paths) < needed:
+        raise ConfigError(
+            f"results_dirs needs at least {needed} run dirs, got {len(paths)}; "
+            'pass e.g. -y "results_dirs: [runA, runB]"'
+        )
+    runs: dict[str, RunResult] = {}
+    for path in paths:
+        result = load_results(path)
+        name = result.directory.name or path
+        while name in runs:
+            name = f"{result.directory.parent.name}/{name}"
+        runs[name] = result
+    return runs
+
+
+def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
+    """One row per compared run: where and how it was measured."""
+    rows = []
+    for name, result in runs.items():
+        m = result.metadata
+        rows.append(
+            {
+                "run": name,
+                "device": f"{m.get('device')} ({m.get('device_name')})",
+                "target": m.get("target"),
+                "synthetic": m.get("synthetic"),
+                "design": f"{m.get('blocks')}×{m.get('iterations')} (warmup {m.get('warmup')})",
+                "status": m.get("status"),
+                "started": m.get("start_time"),
+            }
+        )
+    return pd.DataFrame(rows).set_index("run")

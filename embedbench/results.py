@@ -28,19 +28,31 @@ SUMMARY = "summary.json"
 RESULT_FILES = (METADATA, RAW, VALIDATION, SUMMARY)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file and a rename."""
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same dir and a rename."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_current_umask())  # mkstemp's 0600 would hide results
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, ensure_ascii=False, allow_nan=False)
-            handle.write("\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (nothing is written if it fails)."""
+    text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False)
+    write_text_atomic(path, text + "\n")
 
 
 def check_output_dir(directory: Path, *, overwrite: bool) -> None:
@@ -156,3 +168,12 @@ def load_results(directory: str | Path) -> RunResult:
         validation=_read_json(path / VALIDATION),
         summary=_read_json(path / SUMMARY),
     )
+
+
+def latest_results_dir(root: str | Path) -> Path:
+    """The most recently started run under ``root`` (a dir of output dirs)."""
+    base = Path(root)
+    runs = sorted(p.parent for p in base.glob(f"*/{METADATA}")) if base.is_dir() else []
+    if not runs:
+        raise OutputDirError(f"no results under {base}; run embedbench first or pass results_dir")
+    return max(runs, key=lambda p: (p / METADATA).stat().st_mtime)

@@ -15,3 +15,21 @@ def small_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return checkpoint.write_synthetic_checkpoint(
         tmp_path_factory.mktemp("ckpt") / "small", hidden_size=SMALL_HIDDEN
     )
+
+
+@pytest.fixture(scope="session")
+def small_run_dir(small_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A complete quick run (all six cases, 300 tokens, 6 blocks) on the small checkpoint."""
+    from embedbench import RunConfig, run
+
+    out = tmp_path_factory.mktemp("runs") / "quick"
+    config = RunConfig(
+        model=str(small_checkpoint),
+        lengths=300,
+        warmup=2,
+        blocks=6,
+        iterations=3,
+        output_dir=str(out),
+    )
+    run(config, progress=False, log=lambda _message: None)
+    return out

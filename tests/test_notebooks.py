@@ -1,0 +1,212 @@
+"""The papermill notebooks: hygiene, execution, re-rendering, comparison, failures."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+import pytest
+
+from embedbench.results import RESULT_FILES
+from embedbench.scenarios import CASES
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+RUN_PARAMS = [
+    "model",
+    "target",
+    "repo",
+    "baseline_ref",
+    "candidate_ref",
+    "cpu_core",
+    "lengths",
+    "cases",
+    "warmup",
+    "blocks",
+    "iterations",
+    "device",
+    "seed",
+    "output_dir",
+    "overwrite",
+    "allow_busy",
+]
+PR_HEADER = "| Input | Before (μs) | After (μs) | Host latency reduction |"
+SIZE_BUDGET = 2 * 1024 * 1024
+
+
+def _outputs(nb) -> list:
+    return [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+
+
+def _text(nb) -> str:
+    parts = []
+    for output in _outputs(nb):
+        parts.append(output.get("text", ""))
+        for key in ("text/plain", "text/html", "text/markdown"):
+            parts.append(output.get("data", {}).get(key, ""))
+    return "\n".join(parts)
+
+
+def _execute(name: str, out: Path, **params):
+    pm.execute_notebook(
+        str(NOTEBOOKS / name),
+        str(out),
+        parameters=params,
+        kernel_name="python3",
+        progress_bar=False,
+        cwd=str(out.parent),
+    )
+    return nbformat.read(out, as_version=4)
+
+
+def _assert_clean(nb) -> None:
+    assert not [o for o in _outputs(nb) if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("name", ["run.ipynb", "report.ipynb", "compare.ipynb"])
+def test_notebooks_are_committed_stripped_with_python3_kernel(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata.kernelspec.name == "python3"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    source = "\n".join(c.source for c in nb.cells)
+    assert "%matplotlib inline" in source
+    assert "MPLBACKEND" not in source and "matplotlib.use" not in source
+
+
+def test_library_never_switches_backend_or_shows():
+    package = Path(__file__).resolve().parents[1] / "embedbench"
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        assert "matplotlib.use(" not in text and "plt.show(" not in text, path
+        assert "MPLBACKEND" not in text, path
+
+
+def test_help_notebook_documents_every_parameter():
+    proc = subprocess.run(
+        [sys.executable, "-m", "papermill", "--help-notebook", str(NOTEBOOKS / "run.ipynb")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Unable to parse" not in proc.stderr
+    for name in RUN_PARAMS:
+        line = next(
+            (ln for ln in proc.stdout.splitlines() if ln.strip().startswith(f"{name}:")), None
+        )
+        assert line is not None, name
+        assert "(default" in line
+    assert "embedded synthetic default" in proc.stdout
+
+
+def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_path):
+    out_dir = tmp_path / "results"
+    # The default design (50 warm-ups, 20 x 20, 1172 tokens) on the small-hidden checkpoint.
+    nb = _execute(
+        "run.ipynb", tmp_path / "run.ipynb", model=str(small_checkpoint), output_dir=str(out_dir)
+    )
+    _assert_clean(nb)
+    pngs = [o for o in _outputs(nb) if "image/png" in o.get("data", {})]
+    assert len(pngs) >= 4
+    text = _text(nb)
+    assert PR_HEADER in text
+    table = text[text.index(PR_HEADER) :].splitlines()[: 2 + len(CASES)]
+    assert len(table) == 2 + len(CASES) and all(line.startswith("| ") for line in table)
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(RESULT_FILES)
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert {r["case"] for r in summary} == set(CASES) and all(r["blocks"] == 20 for r in summary)
+    assert (tmp_path / "run.ipynb").stat().st_size <= SIZE_BUDGET
+
+    rendered = _execute("report.ipynb", tmp_path / "report.ipynb", results_dir=str(out_dir))
+    _assert_clean(rendered)
+    assert table == _text(rendered)[_text(rendered).index(PR_HEADER) :].splitlines()[: len(table)]
+    assert len([o for o in _outputs(rendered) if "image/png" in o.get("data", {})]) >= 4
+
+    compared = _execute(
+        "compare.ipynb",
+        tmp_path / "compare.ipynb",
+        results_dirs=[str(out_dir), str(small_run_dir)],
+        include_reference=True,
+    )
+    _assert_clean(compared)
+    text = _text(compared)
+    assert "PR #7477 (NVIDIA H100 80GB)" in text and "104.32" in text
+    assert len([o for o in _outputs(compared) if "image/png" in o.get("data", {})]) == 1
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [("-y", "lengths: [512, 1172]"), ("-p", "[512, 1172]")],
+    ids=["yaml-list", "string"],
+)
+def test_papermill_cli_accepts_list_and_string_lengths(small_checkpoint, tmp_path, flag, value):
+    out_dir = tmp_path / "results"
+    args = [flag, value] if flag == "-y" else ["-p", "lengths", value]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            str(NOTEBOOKS / "run.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            *args,
+            "-p",
+            "model",
+            str(small_checkpoint),
+            "-p",
+            "warmup",
+            "1",
+            "-p",
+            "blocks",
+            "2",
+            "-p",
+            "iterations",
+            "2",
+            "-y",
+            "cases: [audio]",
+            "-p",
+            "output_dir",
+            str(out_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert sorted(r["tokens"] for r in summary) == [512, 1172]
+
+
+def test_a_bad_parameter_fails_papermill_with_the_one_line_message(tmp_path):
+    out = tmp_path / "failed.ipynb"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            str(NOTEBOOKS / "run.ipynb"),
+            str(out),
+            "-p",
+            "model",
+            str(tmp_path / "no-such-model"),
+            "-p",
+            "output_dir",
+            str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    nb = nbformat.read(out, as_version=4)
+    errors = [o for o in _outputs(nb) if o.output_type == "error"]
+    assert len(errors) == 1
+    assert errors[0].ename == "CheckpointError"
+    assert "no-such-model" in errors[0].evalue and "\n" not in errors[0].evalue
+    assert not (tmp_path / "results").exists()

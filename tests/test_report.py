@@ -1,0 +1,134 @@
+"""Report tables, figures and the HTML export on a real quick run."""
+
+import copy
+import re
+
+import pytest
+from matplotlib.figure import Figure
+
+from embedbench import ConfigError, load_results, plots, report
+from embedbench.htmlreport import render_html, write_html
+from embedbench.scenarios import CASE_LABELS, CASES
+
+
+@pytest.fixture()
+def result(small_run_dir):
+    return load_results(small_run_dir)
+
+
+def test_pr_table_has_the_prs_columns_and_one_row_per_case(result):
+    table = report.pr_table(result)
+    assert list(table.columns) == ["Input", "Before (μs)", "After (μs)", "Host latency reduction"]
+    assert list(table["Input"]) == [CASE_LABELS[c] for c in CASES]
+    assert all(re.fullmatch(r"\d+\.\d\d", v) for v in table["Before (μs)"])
+    assert all(re.fullmatch(r"-?\d+\.\d\d%", v) for v in table["Host latency reduction"])
+
+
+def test_pr_markdown_is_exactly_the_prs_layout(result):
+    lines = report.to_pr_markdown(report.pr_table(result)).splitlines()
+    assert lines[0] == "| Input | Before (μs) | After (μs) | Host latency reduction |"
+    assert lines[1] == "| --- | ---: | ---: | ---: |"
+    assert re.fullmatch(r"\| Text \| \d+\.\d\d \| \d+\.\d\d \| -?\d+\.\d\d% \|", lines[2])
+    assert len(lines) == 2 + len(CASES)
+
+
+def test_several_lengths_are_labelled_with_tokens(result):
+    doubled = copy.deepcopy(result)
+    doubled.summary += [{**row, "tokens": 512} for row in result.summary]
+    labels = list(report.pr_table(doubled)["Input"])
+    assert labels[0] == "Text (300 tokens)" and labels[-1] == "Interleaved audio/video (512 tokens)"
+
+
+def test_statistics_and_detail_tables(result):
+    stats_table = report.statistics_table(result)
+    assert list(stats_table["Blocks"]) == [6] * len(CASES)
+    assert set(stats_table["Verdict"]) <= {"faster", "slower", "no detectable difference"}
+    blocks = report.blocks_frame(result)
+    assert len(blocks) == len(CASES) * 6 * 2
+    assert set(blocks["variant"]) == {"baseline", "fixed"}
+    calls = report.calls_frame(result, "interleaved")
+    assert len(calls) == 6 * 3 * 2
+    assert report.detail_case(result) == "interleaved"
+    floor = report.timer_floor_table(result)
+    assert list(floor["metric"])[0] == "host_observed_us"
+    assert (floor["calls"] >= 1000).all()
+    assert floor["p5"].le(floor["median"]).all() and floor["median"].le(floor["p95"]).all()
+
+
+def test_validation_table_and_banner(result):
+    table = report.validation_table(result)
+    assert table["OK"].all()
+    assert table.loc[table["Input"] == "Audio", "Baseline lookups"].item() == "2 (expected 2)"
+    assert "All validations passed" in report.banner_html(result)
+    broken = copy.deepcopy(result)
+    broken.validation[1] = {**broken.validation[1], "ok": False, "mismatch": {"lookups": 3}}
+    banner = report.banner_html(broken)
+    assert "VALIDATION FAILED" in banner and "#d1242f" in banner and "Audio" in banner
+    interrupted = copy.deepcopy(result)
+    interrupted.metadata["status"] = "interrupted"
+    assert "interrupted" in report.banner_html(interrupted)
+
+
+def test_provenance_and_config_tables(result):
+    prov = report.provenance_table(result)
+    assert prov.loc["status", "value"] == "complete"
+    assert prov.loc["synthetic checkpoint", "value"] == "True"
+    assert "warmup 2, 6 blocks" in prov.loc["design", "value"]
+    env = report.environment_table()
+    assert "torch" in env.index
+
+
+def _axes_with_data(fig: Figure) -> int:
+    return sum(1 for ax in fig.axes if ax.has_data())
+
+
+def test_figures_have_data(result):
+    assert _axes_with_data(plots.block_distributions(result)) == len(CASES)
+    assert _axes_with_data(plots.call_distribution(result)) == 1
+    assert _axes_with_data(plots.reduction_forest(result)) == 1
+
+
+def _texts(fig: Figure) -> str:
+    return " ".join(t.get_text().replace("\n", " ") for ax in fig.axes for t in ax.texts)
+
+
+def test_frequency_trace_says_when_frequency_is_not_observable(result):
+    unavailable = copy.deepcopy(result)
+    for record in unavailable.records:
+        record["cpu_mhz_start"] = record["cpu_mhz_end"] = None
+    fig = plots.frequency_trace(unavailable)
+    assert "not observable" in _texts(fig) and _axes_with_data(fig) == 0
+
+    constant = copy.deepcopy(result)
+    for record in constant.records:
+        record["cpu_mhz_start"] = record["cpu_mhz_end"] = 2596.0
+    assert "constant 2596 MHz" in _texts(plots.frequency_trace(constant))
+
+    varying = copy.deepcopy(result)
+    for i, record in enumerate(varying.records):
+        record["cpu_mhz_start"], record["cpu_mhz_end"] = 3000.0 - i, 2990.0 - i
+    fig = plots.frequency_trace(varying)
+    assert _axes_with_data(fig) == 1
+    assert "source:" in fig.axes[0].get_title()
+
+
+def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
+    reference = report.reference_results()
+    assert reference["rows"][1]["reduction_pct"] == 18.23
+    runs = report.load_runs([str(small_run_dir)], include_reference=True)
+    table = report.compare_table(runs, reference)
+    assert table.loc["Audio", "PR #7477 (NVIDIA H100 80GB): before (μs)"] == "104.32"
+    assert table.loc["Audio", "quick: before (μs)"] == report.pr_table(result)["Before (μs)"][1]
+    assert _axes_with_data(plots.compare_reductions(runs, reference)) == 1
+    assert list(report.runs_table(runs).index) == ["quick"]
+    with pytest.raises(ConfigError, match="at least 2"):
+        report.load_runs([str(small_run_dir)], include_reference=False)
+
+
+def test_html_export_is_self_contained(result, tmp_path):
+    page = render_html(result)
+    assert page.count('src="data:image/png;base64,') == 4
+    assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in page
+    assert "http://" not in page and "https://" not in page
+    out = write_html(result, tmp_path / "r.html")
+    assert out.read_text(encoding="utf-8") == page
