@@ -50,7 +50,11 @@ def test_statistics_and_detail_tables(result):
     assert len(calls) == 6 * 3 * 2
     assert report.detail_case(result) == "interleaved"
     floor = report.timer_floor_table(result)
-    assert list(floor["metric"])[0] == "host_observed_us"
+    assert list(floor["metric"]) == [
+        "host_observed_us",
+        "calling_thread_cpu_us",
+        "synchronized_completion_us",
+    ]
     assert (floor["calls"] >= 1000).all()
     assert floor["p5"].le(floor["median"]).all() and floor["median"].le(floor["p95"]).all()
 
