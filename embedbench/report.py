@@ -341,3 +341,12 @@ def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).set_index("run")
+
+
+def styled(frame: pd.DataFrame) -> Any:
+    """A frame for notebook display: no positional index, text columns left-aligned."""
+    styler = frame.style
+    if isinstance(frame.index, pd.RangeIndex):
+        styler = styler.hide(axis="index")
+    text_columns = [c for c in frame.columns if frame[c].dtype == object]
+    return styler.set_properties(subset=text_columns, **{"text-align": "left"})

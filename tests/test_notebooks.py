@@ -210,3 +210,11 @@ def test_a_bad_parameter_fails_papermill_with_the_one_line_message(tmp_path):
     assert errors[0].ename == "CheckpointError"
     assert "no-such-model" in errors[0].evalue and "\n" not in errors[0].evalue
     assert not (tmp_path / "results").exists()
+
+
+def test_committed_notebooks_match_their_source_script():
+    script = NOTEBOOKS.parent / "scripts" / "build_notebooks.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,234 @@
+"""Build notebooks/*.ipynb (outputs stripped, kernelspec python3) from the cells below.
+
+The notebooks are committed; this script is their source. Edit the cells here, then run
+`python scripts/build_notebooks.py`; `--check` exits 1 when a committed notebook differs
+(tests/test_notebooks.py runs the same comparison).
+
+Parameter lines follow papermill's `name: type = value  # help` form; a help text must
+not contain "=", or papermill cannot parse the line.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from textwrap import dedent
+
+import nbformat as nbf
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+METADATA = {
+    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
+
+
+def md(text: str) -> nbf.NotebookNode:
+    """A markdown cell from an indented block."""
+    return new_markdown_cell(dedent(text).strip())
+
+
+def code(text: str) -> nbf.NotebookNode:
+    """A code cell from an indented block."""
+    return new_code_cell(dedent(text).strip())
+
+
+def params(text: str) -> nbf.NotebookNode:
+    """The papermill parameters cell."""
+    cell = code(text)
+    cell.metadata["tags"] = ["parameters"]
+    return cell
+
+
+REPORT_CELLS = [
+    md("## Report"),
+    code("display(HTML(report.banner_html(result)))"),
+    md("""
+        ### Before/after in the PR's format
+
+        The first table is the PR's; the markdown below it pastes into a review as is.
+        """),
+    code("""
+        pr = report.pr_table(result)
+        display(report.styled(pr))
+        print(report.to_pr_markdown(pr))
+        """),
+    md("""
+        ### Interval and verdict
+
+        95 % paired block-bootstrap interval of the reduction; `faster` or `slower` only
+        when it excludes 0.
+        """),
+    code("""
+        display(report.styled(report.statistics_table(result)))
+        plots.reduction_forest(result)
+        """),
+    md("""
+        ### Per-block distributions
+
+        Each dot is one block's median host latency; a block runs baseline and fixed once each.
+        """),
+    code("plots.block_distributions(result)"),
+    md("### Per-call distribution"),
+    code("plots.call_distribution(result)"),
+    md("### CPU frequency of the pinned core"),
+    code("plots.frequency_trace(result)"),
+    md("### Timer floor and validation"),
+    code("""
+        display(report.styled(report.timer_floor_table(result)))
+        display(report.styled(report.validation_table(result)))
+        """),
+    md("### Provenance"),
+    code("report.styled(report.provenance_table(result))"),
+]
+
+RUN = new_notebook(
+    metadata=METADATA,
+    cells=[
+        md("""
+            # embedbench: Qwen2.5-Omni `embed_input_ids` before/after (vLLM-Omni PR #7477)
+
+            Paired host-latency microbenchmark of the baseline and the fixed wrapper. Run it
+            with papermill, e.g. `papermill notebooks/run.ipynb out.ipynb -p model
+            /models/Qwen2.5-Omni-7B`; with no parameters it measures the embedded default
+            (a synthetic checkpoint with the real geometry and the built-in replica).
+            """),
+        code("""
+            %matplotlib inline
+            from typing import Optional
+
+            from IPython.display import HTML, display
+
+            from embedbench import RunConfig, plots, report, run
+            """),
+        params("""
+            model: Optional[str] = None  # checkpoint dir; None: the embedded synthetic default
+            target: str = "reference"  # reference (built-in replica) or vllm-omni (needs repo)
+            repo: Optional[str] = None  # vLLM-Omni git checkout for target vllm-omni
+            baseline_ref: str = "01a2f93256975c7ff9565c5414b0fe0225bc4765"  # baseline git ref
+            candidate_ref: str = "WORKTREE"  # candidate git ref, or WORKTREE (the checkout as is)
+            cpu_core: Optional[int] = None  # core to pin; None: the lowest allowed core
+            lengths: list = [1172]  # token counts, each at least 300
+            cases: list = ["text", "audio", "image", "video", "mixed", "interleaved"]  # to measure
+            warmup: int = 50  # warm-up calls per variant
+            blocks: int = 20  # paired blocks
+            iterations: int = 20  # calls per variant per block
+            device: str = "auto"  # auto, cpu or cuda
+            seed: int = 0  # seed of the block order
+            output_dir: Optional[str] = None  # results dir; None: ./embedbench-results/UTC-time
+            overwrite: bool = False  # replace results already in output_dir
+            allow_busy: bool = False  # measure even on a busy core (results are labelled)
+            """),
+        md("""
+            ## Parameters and environment
+
+            As resolved and validated by `RunConfig`, the same validation as the CLI's.
+            """),
+        code("""
+            config = RunConfig(
+                model=model, target=target, repo=repo, baseline_ref=baseline_ref,
+                candidate_ref=candidate_ref, cpu_core=cpu_core, lengths=lengths, cases=cases,
+                warmup=warmup, blocks=blocks, iterations=iterations, device=device, seed=seed,
+                output_dir=output_dir, overwrite=overwrite, allow_busy=allow_busy,
+            )
+            display(report.styled(report.config_table(config)))
+            report.styled(report.environment_table())
+            """),
+        md("## Measurement"),
+        code("""
+            result = run(config, log=print)
+            print(f"results: {result.directory}")
+            """),
+        *REPORT_CELLS,
+    ],
+)
+
+REPORT = new_notebook(
+    metadata=METADATA,
+    cells=[
+        md("""
+            # embedbench report
+
+            Renders the report of an existing output directory without measuring, e.g. a GPU
+            box's run on a laptop: `papermill notebooks/report.ipynb report.ipynb -p
+            results_dir DIR`.
+            """),
+        code("""
+            %matplotlib inline
+            from typing import Optional
+
+            from IPython.display import HTML, display
+
+            from embedbench import load_results, plots, report
+            from embedbench.results import latest_results_dir
+            """),
+        params("""
+            results_dir: Optional[str] = None  # a run's output dir; None: the newest run
+            """),
+        code("""
+            result = load_results(results_dir or latest_results_dir("embedbench-results"))
+            print(f"results: {result.directory}")
+            """),
+        *REPORT_CELLS,
+    ],
+)
+
+COMPARE = new_notebook(
+    metadata=METADATA,
+    cells=[
+        md("""
+            # embedbench: compare runs
+
+            Side-by-side table and reduction plot across runs or machines, optionally with
+            the PR's published H100 table:
+            `papermill notebooks/compare.ipynb cmp.ipynb -y "results_dirs: [runA, runB]"`.
+            """),
+        code("""
+            %matplotlib inline
+            from IPython.display import display
+
+            from embedbench import plots, report
+            """),
+        params("""
+            results_dirs: list = []  # two or more run output dirs (one with the reference)
+            include_reference: bool = True  # add the PR #7477 H100 reference table
+            """),
+        code("""
+            runs = report.load_runs(results_dirs, include_reference=include_reference)
+            reference = report.reference_results() if include_reference else None
+            display(report.styled(report.runs_table(runs)))
+            """),
+        md("## Before/after per run"),
+        code("report.styled(report.compare_table(runs, reference))"),
+        md("## Reduction per case"),
+        code("plots.compare_reductions(runs, reference)"),
+    ],
+)
+
+NOTEBOOK_SOURCES = {"run.ipynb": RUN, "report.ipynb": REPORT, "compare.ipynb": COMPARE}
+
+
+def cell_sources(nb: nbf.NotebookNode) -> list[tuple[str, str, list[str]]]:
+    """What a notebook is made of, ignoring cell ids: (type, source, tags) per cell."""
+    return [(c.cell_type, c.source, list(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+def main(argv: list[str]) -> int:
+    """Write the notebooks, or with --check report the ones that differ."""
+    stale = []
+    for name, nb in NOTEBOOK_SOURCES.items():
+        nbf.validate(nb)
+        path = NOTEBOOKS / name
+        if "--check" not in argv:
+            nbf.write(nb, path)
+        elif not path.exists() or cell_sources(nbf.read(path, 4)) != cell_sources(nb):
+            stale.append(name)
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run python scripts/build_notebooks.py")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
