@@ -26,7 +26,9 @@ METRIC_ORDER: tuple[str, str, str] = (
 )
 TIMER_CASE = "timer"
 TIMER_SCOPE = "overhead"
-MICRO_SCOPE = "micro"
+# Scope and timer names as in the original script's micro-raw.json.
+MICRO_SCOPE = "whole_wrapper"
+TIMER_VARIANT = "timer_floor"
 TIMER_FLOOR_BLOCKS = 10
 TIMER_FLOOR_CALLS = 100
 
@@ -126,7 +128,7 @@ def measure_timer_floor(
                 TIMER_CASE,
                 0,
                 TIMER_SCOPE,
-                "empty",
+                TIMER_VARIANT,
                 block,
                 0,
                 calls,

@@ -86,6 +86,8 @@ class ValidationResult:
             "calls": dict(self.calls),
             "expected_calls": dict(self.expected_calls),
             "torch_equal": self.torch_equal,
+            # The original script's name for the same check.
+            "same_input_wrapper_torch_equal": self.torch_equal,
             "ok": self.ok,
             "mismatch": self.mismatch,
         }

@@ -56,7 +56,7 @@ def test_run_end_to_end_writes_four_files_and_prints_the_pr_table(small_checkpoi
         assert row["valid"] and row["blocks"] == 6
         low, high = row["reduction_ci95_pct"]
         assert low <= row["reduction_pct"] <= high
-    micro = [r for r in result.records if r["scope"] == "micro"]
+    micro = [r for r in result.records if r["scope"] == "whole_wrapper"]
     timer = [r for r in result.records if r["case"] == "timer"]
     assert len(micro) == len(CASES) * 6 * 2
     assert len(timer) >= 10 and all(len(r["samples_us"]) >= 100 for r in timer)
