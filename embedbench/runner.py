@@ -19,13 +19,13 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from embedbench import checkpoint, stats, sysinfo
+from embedbench import checkpoint, stats, summary, sysinfo
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError
 from embedbench.isolation import isolated, resolve_cpu_core
 from embedbench.results import ResultsWriter, RunResult, check_output_dir
-from embedbench.scenarios import CASE_LABELS, build_scenario, call_variant
+from embedbench.scenarios import build_scenario, call_variant
 from embedbench.targets import VARIANTS, Target
 from embedbench.targets.reference import build_reference_target
 from embedbench.timing import (
@@ -145,51 +145,6 @@ def _metadata(prepared: PreparedRun, target: Target, freq_source: str) -> dict[s
     }
 
 
-def _blocks_by_variant(records: list[BlockRecord], metric: int) -> dict[str, list[list[float]]]:
-    """Per variant, each block's samples of one metric, in block order."""
-    out: dict[str, list[list[float]]] = {name: [] for name in VARIANTS}
-    for record in sorted(records, key=lambda r: (r.block, r.position)):
-        out.setdefault(record.variant, []).append([s[metric] for s in record.samples_us])
-    return out
-
-
-def _summary_row(
-    case: str, tokens: int, records: list[BlockRecord] | None, *, seed: int, valid: bool
-) -> dict[str, Any]:
-    row: dict[str, Any] = {"case": case, "label": CASE_LABELS[case], "tokens": tokens}
-    if not valid or not records:
-        return {
-            **row,
-            "host_us": None,
-            "reduction_pct": None,
-            "reduction_ci95_pct": None,
-            "verdict": stats.INVALID,
-            "valid": False,
-            "blocks": 0,
-        }
-    host = _blocks_by_variant(records, 0)
-    summary = stats.summarize_pair(host["baseline"], host["fixed"], seed=seed)
-    extra = {
-        name: {
-            variant: stats.median_of_block_medians(blocks)
-            for variant, blocks in _blocks_by_variant(records, metric).items()
-        }
-        for metric, name in ((1, "cpu_us"), (2, "completion_us"))
-    }
-    return {
-        **row,
-        "host_us": summary.host_us,
-        "reduction_pct": summary.reduction_pct,
-        "reduction_ci95_pct": list(summary.reduction_ci95_pct),
-        "verdict": summary.verdict,
-        "valid": True,
-        "blocks": summary.blocks,
-        "iterations": len(records[0].samples_us),
-        "schedule_seed": seed,
-        **extra,
-    }
-
-
 @contextmanager
 def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
     bar = tqdm(total=total, unit="call", desc="embedbench", disable=not enabled, file=sys.stderr)
@@ -264,7 +219,7 @@ def _measure_case(
     seed = derive_seed(config.seed, case, tokens)
     if not check.ok:
         advance(calls_per_pair(config.warmup, config.blocks, config.iterations))
-        writer.add_summary(_summary_row(case, tokens, None, seed=seed, valid=False))
+        writer.add_summary(summary.invalid_row(case, tokens))
         return
     variants = {
         name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
@@ -282,8 +237,9 @@ def _measure_case(
         read_mhz=read_mhz,
         progress=advance,
     )
-    writer.add_records([r.to_json() for r in records])
-    writer.add_summary(_summary_row(case, tokens, records, seed=seed, valid=True))
+    rows = [r.to_json() for r in records]
+    writer.add_records(rows)
+    writer.add_summary(summary.summary_row(case, tokens, rows, seed=seed))
 
 
 @dataclass
@@ -340,13 +296,13 @@ def paired_benchmark(
             sync=sync,
             read_mhz=read_mhz,
         )
-    host = _blocks_by_variant(records, 0)
-    summary = stats.summarize_pair(host["baseline"], host["fixed"], seed=schedule_seed)
+    host = summary.blocks_by_variant([r.to_json() for r in records], 0)
+    pair = stats.summarize_pair(host["baseline"], host["fixed"], seed=schedule_seed)
     return PairedResult(
-        summary.host_us,
-        summary.reduction_pct,
-        summary.reduction_ci95_pct,
-        summary.verdict,
+        pair.host_us,
+        pair.reduction_pct,
+        pair.reduction_ci95_pct,
+        pair.verdict,
         schedule_seed,
         records,
         floor,
