@@ -22,7 +22,7 @@ from embedbench.config import (
 )
 from embedbench.errors import EmbedbenchError
 from embedbench.report import pr_table, statistics_table, to_pr_markdown
-from embedbench.results import RunResult, load_results
+from embedbench.results import RunResult, check_results_dir, load_results
 from embedbench.scenarios import CASES
 
 EXIT_OK = 0
@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print the PR-format table of a results dir")
     rep.add_argument("results_dir")
     rep.add_argument("--html", metavar="OUT.html", help="also write a self-contained HTML report")
+    val = sub.add_parser("validate", help="check a results dir against the output schema")
+    val.add_argument("results_dir")
     syn = sub.add_parser("synth-checkpoint", help="write a synthetic Qwen2.5-Omni checkpoint")
     syn.add_argument("directory")
     syn.add_argument("--hidden", default="3584", help="hidden size (default 3584, the 7B's)")
@@ -125,6 +127,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_validate(args: argparse.Namespace) -> int:
+    fmt = check_results_dir(args.results_dir)
+    print(f"ok: {args.results_dir} ({fmt} format)")
+    return EXIT_OK
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
     path = checkpoint.write_synthetic_checkpoint(
         args.directory,
@@ -142,7 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already printed on one line
         return int(exc.code or 0)
-    commands = {"run": _cmd_run, "report": _cmd_report, "synth-checkpoint": _cmd_synth}
+    commands = {
+        "run": _cmd_run,
+        "report": _cmd_report,
+        "validate": _cmd_validate,
+        "synth-checkpoint": _cmd_synth,
+    }
     try:
         return commands[args.command](args)
     except EmbedbenchError as exc:

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embedbench import schema
+from embedbench.compat import upgrade_original
 from embedbench.errors import OutputDirError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = schema.SCHEMA_VERSION
 METADATA = "metadata.json"
 RAW = "micro-raw.json"
 VALIDATION = "validation.json"
@@ -156,18 +158,36 @@ def _read_json(path: Path) -> Any:
         raise OutputDirError(f"{path} is not valid JSON ({exc}); was it truncated?") from None
 
 
-def load_results(directory: str | Path) -> RunResult:
-    """Read an output directory written by ``run``."""
-    path = Path(directory)
+def _read_files(path: Path) -> dict[str, Any]:
     if not path.is_dir():
         raise OutputDirError(f"results dir {path} does not exist; pass a run's --output-dir")
-    return RunResult(
-        directory=path,
-        metadata=_read_json(path / METADATA),
-        records=_read_json(path / RAW),
-        validation=_read_json(path / VALIDATION),
-        summary=_read_json(path / SUMMARY),
-    )
+    return {name: _read_json(path / name) for name in RESULT_FILES}
+
+
+def _check_format(path: Path, data: dict[str, Any]) -> str:
+    fmt = schema.detect_format(data[METADATA])
+    for name in RESULT_FILES:
+        problem = schema.first_problem(name, data[name], fmt)
+        if problem is not None:
+            raise OutputDirError(f"{path}/{problem}")
+    return fmt
+
+
+def check_results_dir(directory: str | Path) -> str:
+    """Check the four files against their schema; return the format or raise one line."""
+    path = Path(directory)
+    return _check_format(path, _read_files(path))
+
+
+def load_results(directory: str | Path) -> RunResult:
+    """Read an output directory written by ``run`` or by the original PR script."""
+    path = Path(directory)
+    data = _read_files(path)
+    parts = (data[METADATA], data[RAW], data[VALIDATION], data[SUMMARY])
+    if _check_format(path, data) == schema.ORIGINAL_FORMAT:
+        parts = upgrade_original(*parts)
+    metadata, records, validation, summary = parts
+    return RunResult(path, metadata, records, validation, summary)
 
 
 def latest_results_dir(root: str | Path) -> Path:

@@ -22,10 +22,11 @@ def test_writer_creates_all_four_files_and_updates_them(tmp_path):
     writer.add_validation({"case": "audio", "tokens": 300, "ok": True})
     writer.add_summary({"case": "audio", "tokens": 300, "valid": True})
     writer.update_metadata(status="complete")
-    result = load_results(out)
-    assert result.metadata["schema_version"] == 1 and result.status == "complete"
-    assert result.records == [{"case": "timer"}]
-    assert result.all_valid and result.summary_row("audio", 300)["valid"]
+    saved = {p.name: json.loads(p.read_text()) for p in out.iterdir()}
+    assert saved["metadata.json"] == {"schema_version": 1, "status": "complete"}
+    assert saved["micro-raw.json"] == [{"case": "timer"}]
+    assert saved["validation.json"] == [{"case": "audio", "tokens": 300, "ok": True}]
+    assert saved["summary.json"] == [{"case": "audio", "tokens": 300, "valid": True}]
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -1,0 +1,170 @@
+"""JSON Schemas of the four output files, and a checker that names the first bad field.
+
+Two formats are accepted: embedbench's own (``metadata.json`` has
+``schema_version``) and the original PR script's (the same four files with only
+the fields of SPEC §4). The schemas require what the report needs and allow
+extra fields, so a newer writer stays readable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+SCHEMA_VERSION = 1
+ORIGINAL_FORMAT = "original"
+
+_NUMBER = {"type": "number"}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_VARIANT_NUMBERS = {
+    "type": "object",
+    "required": ["baseline", "fixed"],
+    "properties": {"baseline": _NUMBER, "fixed": _NUMBER},
+}
+
+_RECORD = {
+    "type": "object",
+    "required": [
+        "device",
+        "case",
+        "tokens",
+        "scope",
+        "variant",
+        "block",
+        "iterations",
+        "samples_us",
+        "wall_start",
+        "wall_end",
+        "cpu_mhz_start",
+        "cpu_mhz_end",
+    ],
+    "properties": {
+        "case": {"type": "string"},
+        "tokens": {"type": "integer", "minimum": 0},
+        "scope": {"type": "string"},
+        "variant": {"type": "string"},
+        "block": {"type": "integer", "minimum": 0},
+        "position": {"type": "integer", "minimum": 0},
+        "iterations": {"type": "integer", "minimum": 1},
+        "samples_us": {
+            "type": "array",
+            "items": {"type": "array", "minItems": 3, "maxItems": 3, "items": _NUMBER},
+        },
+        "wall_start": _NUMBER,
+        "wall_end": _NUMBER,
+        "cpu_mhz_start": _NUMBER_OR_NULL,
+        "cpu_mhz_end": _NUMBER_OR_NULL,
+    },
+}
+
+_VALIDATION_ROW = {
+    "type": "object",
+    "required": ["case", "tokens", "calls"],
+    "properties": {
+        "case": {"type": "string"},
+        "tokens": {"type": "integer"},
+        "calls": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "torch_equal": {"type": "boolean"},
+        "same_input_wrapper_torch_equal": {"type": "boolean"},
+        "ok": {"type": "boolean"},
+    },
+}
+
+_SUMMARY_ROW = {
+    "type": "object",
+    "required": ["case", "tokens", "host_us", "reduction_pct"],
+    "properties": {
+        "case": {"type": "string"},
+        "tokens": {"type": "integer"},
+        "host_us": {"oneOf": [_VARIANT_NUMBERS, {"type": "null"}]},
+        "reduction_pct": _NUMBER_OR_NULL,
+        "reduction_ci95_pct": {
+            "oneOf": [
+                {"type": "array", "minItems": 2, "maxItems": 2, "items": _NUMBER},
+                {"type": "null"},
+            ]
+        },
+        "verdict": {"type": "string"},
+        "valid": {"type": "boolean"},
+    },
+}
+
+_METADATA_COMMON = {
+    "warmup": {"type": "integer", "minimum": 0},
+    "blocks": {"type": "integer", "minimum": 1},
+    "iterations": {"type": "integer", "minimum": 1},
+    "lengths": {"type": "array", "items": {"type": "integer"}},
+    "cpu_core": {"type": "integer", "minimum": 0},
+    "metric_order": {"type": "array", "minItems": 3, "items": {"type": "string"}},
+}
+
+SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
+    "embedbench": {
+        "metadata.json": {
+            "type": "object",
+            "required": [
+                "schema_version",
+                "status",
+                "warmup",
+                "blocks",
+                "iterations",
+                "lengths",
+                "cpu_core",
+                "metric_order",
+                "target",
+                "device",
+            ],
+            "properties": {
+                **_METADATA_COMMON,
+                "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
+                "status": {"enum": ["running", "complete", "interrupted", "failed"]},
+            },
+        },
+        "micro-raw.json": {"type": "array", "items": _RECORD},
+        "validation.json": {
+            "type": "array",
+            "items": {**_VALIDATION_ROW, "required": ["case", "tokens", "calls", "ok"]},
+        },
+        "summary.json": {
+            "type": "array",
+            "items": {
+                **_SUMMARY_ROW,
+                "required": ["case", "tokens", "host_us", "reduction_pct", "verdict", "valid"],
+            },
+        },
+    },
+    ORIGINAL_FORMAT: {
+        "metadata.json": {
+            "type": "object",
+            "required": ["warmup", "blocks", "iterations", "lengths", "metric_order"],
+            "properties": _METADATA_COMMON,
+        },
+        "micro-raw.json": {"type": "array", "items": _RECORD},
+        "validation.json": {"type": "array", "items": _VALIDATION_ROW},
+        "summary.json": {"type": "array", "items": _SUMMARY_ROW},
+    },
+}
+
+
+def detect_format(metadata: Any) -> str:
+    """``embedbench`` when metadata carries a schema_version, else the original format."""
+    if isinstance(metadata, dict) and "schema_version" in metadata:
+        return "embedbench"
+    return ORIGINAL_FORMAT
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return path or "(top level)"
+
+
+def first_problem(file_name: str, data: Any, fmt: str) -> str | None:
+    """One line naming the first bad field of ``data`` as ``file_name``, or None if valid."""
+    validator = jsonschema.Draft202012Validator(SCHEMAS[fmt][file_name])
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if not errors:
+        return None
+    error = errors[0]
+    message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+    return f"{file_name}{_where(error)}: {message}"

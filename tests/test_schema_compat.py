@@ -1,0 +1,209 @@
+"""Schema checks of output dirs and reading the original PR script's output format."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from embedbench import load_results, report
+from embedbench.errors import OutputDirError
+from embedbench.results import RESULT_FILES, check_results_dir
+from embedbench.scenarios import CASES
+
+ORIGINAL_METADATA_KEYS = (
+    "baseline_ref",
+    "checkout",
+    "torch",
+    "vllm",
+    "transformers",
+    "gpu",
+    "cpu_core",
+    "torch_cpu_threads",
+    "warmup",
+    "blocks",
+    "iterations",
+    "lengths",
+    "embedding_shape",
+    "dtype",
+    "input_ids_dtype",
+    "mask_device",
+    "start_time",
+    "metric_order",
+    "end_time",
+)
+ORIGINAL_RECORD_KEYS = (
+    "device",
+    "case",
+    "tokens",
+    "scope",
+    "variant",
+    "block",
+    "iterations",
+    "samples_us",
+    "wall_start",
+    "wall_end",
+    "cpu_mhz_start",
+    "cpu_mhz_end",
+)
+
+
+def _copy(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit(path, change):
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_a_run_dir_passes_its_schema(small_run_dir):
+    assert check_results_dir(small_run_dir) == "embedbench"
+
+
+@pytest.mark.parametrize(
+    "file_name, change, fragment",
+    [
+        (
+            "summary.json",
+            lambda d: d[2].update(reduction_pct="18%"),
+            "summary.json[2].reduction_pct",
+        ),
+        (
+            "micro-raw.json",
+            lambda d: d[5]["samples_us"][0].pop(),
+            "micro-raw.json[5].samples_us[0]",
+        ),
+        ("metadata.json", lambda d: d.pop("metric_order"), "metric_order"),
+        ("validation.json", lambda d: d[0].update(ok="yes"), "validation.json[0].ok"),
+        ("metadata.json", lambda d: d.update(status="done"), "metadata.json.status"),
+    ],
+    ids=["summary-type", "raw-triple", "metadata-missing", "validation-type", "status-enum"],
+)
+def test_hand_edited_files_name_the_first_bad_field(
+    small_run_dir, tmp_path, file_name, change, fragment
+):
+    run = _copy(small_run_dir, tmp_path / "run")
+    _edit(run / file_name, change)
+    with pytest.raises(OutputDirError) as info:
+        load_results(run)
+    message = str(info.value)
+    assert fragment in message and "\n" not in message
+
+
+def _to_original(src, dst):
+    """Rewrite a run dir with only the original script's fields."""
+    dst.mkdir()
+    meta = json.loads((src / "metadata.json").read_text())
+    original_meta = {
+        "baseline_ref": "01a2f93256975c7ff9565c5414b0fe0225bc4765",
+        "checkout": "f" * 40,
+        "torch": "2.13.0+cu129",
+        "vllm": "0.29.0+cu129",
+        "transformers": "5.14.0",
+        "gpu": "NVIDIA H100 80GB",
+        "cpu_core": 2,
+        "torch_cpu_threads": 1,
+        "warmup": meta["warmup"],
+        "blocks": meta["blocks"],
+        "iterations": meta["iterations"],
+        "lengths": meta["lengths"],
+        "embedding_shape": [152064, 3584],
+        "dtype": "bfloat16",
+        "input_ids_dtype": "int32",
+        "mask_device": "cpu",
+        "start_time": 1789300000.0,
+        "metric_order": meta["metric_order"],
+        "end_time": 1789300100.0,
+    }
+    assert set(original_meta) == set(ORIGINAL_METADATA_KEYS)
+    records = [
+        {k: r[k] for k in ORIGINAL_RECORD_KEYS}
+        for r in sorted(
+            json.loads((src / "micro-raw.json").read_text()),
+            key=lambda r: (r["case"], r["block"], r.get("position", 0)),
+        )
+    ]
+    validation = [
+        {
+            "case": v["case"],
+            "tokens": v["tokens"],
+            "device": "cuda",
+            "calls": v["calls"],
+            "same_input_wrapper_torch_equal": True,
+        }
+        for v in json.loads((src / "validation.json").read_text())
+    ]
+    summary = [
+        {
+            "tokens": s["tokens"],
+            "case": s["case"],
+            "host_us": s["host_us"],
+            "reduction_pct": s["reduction_pct"],
+        }
+        for s in json.loads((src / "summary.json").read_text())
+    ]
+    for name, data in zip(RESULT_FILES, (original_meta, records, validation, summary), strict=True):
+        (dst / name).write_text(json.dumps(data))
+    return dst
+
+
+def test_original_format_is_read_and_completed(small_run_dir, tmp_path):
+    original = _to_original(small_run_dir, tmp_path / "original")
+    assert check_results_dir(original) == "original"
+    result = load_results(original)
+    ours = load_results(small_run_dir)
+    assert result.metadata["source_format"] == "original"
+    assert result.status == "complete" and result.metadata["device_name"] == "NVIDIA H100 80GB"
+    assert result.all_valid
+    for case in CASES:
+        theirs, mine = result.summary_row(case, 300), ours.summary_row(case, 300)
+        assert theirs["host_us"] == pytest.approx(mine["host_us"])
+        assert theirs["reduction_pct"] == pytest.approx(mine["reduction_pct"])
+        low, high = theirs["reduction_ci95_pct"]
+        assert low <= theirs["reduction_pct"] <= high
+    assert report.pr_table(result).equals(report.pr_table(ours))
+
+
+def test_original_format_renders_through_the_cli(small_run_dir, tmp_path):
+    original = _to_original(small_run_dir, tmp_path / "original")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "embedbench",
+            "report",
+            str(original),
+            "--html",
+            str(tmp_path / "r.html"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in proc.stdout
+    assert "NVIDIA H100 80GB" in (tmp_path / "r.html").read_text()
+
+
+def test_validate_command(small_run_dir, tmp_path):
+    ok = subprocess.run(
+        [sys.executable, "-m", "embedbench", "validate", str(small_run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0 and "embedbench format" in ok.stdout
+    run = _copy(small_run_dir, tmp_path / "run")
+    _edit(run / "summary.json", lambda d: d[0].pop("host_us"))
+    bad = subprocess.run(
+        [sys.executable, "-m", "embedbench", "validate", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "summary.json[0]" in bad.stderr
