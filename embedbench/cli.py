@@ -161,8 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EmbedbenchError as exc:
         print(f"embedbench: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("embedbench: interrupted; partial results were kept", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"embedbench: {exc or 'interrupted'}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

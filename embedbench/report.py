@@ -27,9 +27,37 @@ PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
 PR_ALIGN = ("---", "---:", "---:", "---:")
 
 
-def _ordered_rows(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+NOT_MEASURED = "not measured"
+
+
+def _ordered_rows(result: RunResult) -> list[dict[str, Any]]:
+    """Summary rows in table order, plus a placeholder for each requested case with none
+    (an interrupted or failed run), so the table shows what is missing."""
+    rows = list(result.summary)
+    present = {(r["case"], r["tokens"]) for r in rows}
+    for tokens in result.metadata.get("lengths") or []:
+        for case in result.metadata.get("cases") or []:
+            if (case, tokens) not in present:
+                rows.append(
+                    {
+                        "case": case,
+                        "tokens": tokens,
+                        "host_us": None,
+                        "reduction_pct": None,
+                        "verdict": NOT_MEASURED,
+                        "valid": False,
+                        "blocks": 0,
+                    }
+                )
     order = {case: i for i, case in enumerate(CASES)}
-    return sorted(summary, key=lambda r: (r["tokens"], order.get(r["case"], len(order))))
+    return sorted(rows, key=lambda r: (r["tokens"], order.get(r["case"], len(order))))
+
+
+def _reduction_text(row: dict[str, Any]) -> str:
+    reduction = row.get("reduction_pct")
+    if reduction is not None:
+        return f"{reduction:.2f}%"
+    return NOT_MEASURED if row.get("verdict") == NOT_MEASURED else "invalid"
 
 
 def _several_lengths(rows: list[dict[str, Any]]) -> bool:
@@ -48,18 +76,17 @@ def _fmt_us(value: float | None) -> str:
 
 def pr_table(result: RunResult) -> pd.DataFrame:
     """One row per case (and length, when several) in the PR's columns, as strings."""
-    rows = _ordered_rows(result.summary)
+    rows = _ordered_rows(result)
     several = _several_lengths(rows)
     data = []
     for row in rows:
         host = row.get("host_us") or {}
-        reduction = row.get("reduction_pct")
         data.append(
             {
                 PR_COLUMNS[0]: input_label(row["case"], row["tokens"], several),
                 PR_COLUMNS[1]: _fmt_us(host.get("baseline")),
                 PR_COLUMNS[2]: _fmt_us(host.get("fixed")),
-                PR_COLUMNS[3]: "invalid" if reduction is None else f"{reduction:.2f}%",
+                PR_COLUMNS[3]: _reduction_text(row),
             }
         )
     return pd.DataFrame(data, columns=list(PR_COLUMNS))
@@ -78,7 +105,7 @@ def to_pr_markdown(table: pd.DataFrame) -> str:
 
 def statistics_table(result: RunResult) -> pd.DataFrame:
     """The interval, verdict, validity and block count beside each PR row."""
-    rows = _ordered_rows(result.summary)
+    rows = _ordered_rows(result)
     several = _several_lengths(rows)
     data = []
     for row in rows:
@@ -264,15 +291,12 @@ def compare_table(
     columns: dict[str, dict[str, str]] = {}
     for name, result in runs.items():
         several = _several_lengths(result.summary)
-        for row in _ordered_rows(result.summary):
+        for row in _ordered_rows(result):
             label = input_label(row["case"], row["tokens"], several)
             host = row.get("host_us") or {}
-            reduction = row.get("reduction_pct")
             columns.setdefault(f"{name}: before (μs)", {})[label] = _fmt_us(host.get("baseline"))
             columns.setdefault(f"{name}: after (μs)", {})[label] = _fmt_us(host.get("fixed"))
-            columns.setdefault(f"{name}: reduction", {})[label] = (
-                "invalid" if reduction is None else f"{reduction:.2f}%"
-            )
+            columns.setdefault(f"{name}: reduction", {})[label] = _reduction_text(row)
     if reference is not None:
         name = f"PR #7477 ({reference['environment']['gpu']})"
         for row in reference["rows"]:

@@ -138,8 +138,10 @@ class RunResult:
 
     @property
     def all_valid(self) -> bool:
-        """True when every validation row passed."""
-        return all(row.get("ok", False) for row in self.validation)
+        """True when every validation passed and every case was measured."""
+        return all(row.get("ok", False) for row in self.validation) and all(
+            row.get("valid", False) for row in self.summary
+        )
 
     def summary_row(self, case: str, tokens: int) -> dict[str, Any] | None:
         """The summary row of one case and length, if measured."""

@@ -8,6 +8,7 @@ callables through the same timing and statistics.
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from embedbench import checkpoint, stats, summary, sysinfo
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError
+from embedbench.interrupts import RunInterrupted, stop_requests
 from embedbench.isolation import isolated, resolve_cpu_core
 from embedbench.results import ResultsWriter, RunResult, check_output_dir
 from embedbench.scenarios import build_scenario, call_variant
@@ -167,32 +169,46 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
     total = len(pairs) * calls_per_pair(config.warmup, config.blocks, config.iterations)
     completed: list[str] = []
     try:
-        with isolated(prepared.cpu_core) as state, _progress_bar(total, progress) as advance:
+        with (
+            stop_requests() as stop,
+            isolated(prepared.cpu_core) as state,
+            _progress_bar(total, progress) as advance,
+        ):
             writer.update_metadata(threads=state.to_json())
             floor = measure_timer_floor(device=prepared.device.type, sync=sync, read_mhz=read_mhz)
             writer.add_records([r.to_json() for r in floor])
             for tokens, case in pairs:
-                _measure_case(prepared, target, writer, case, tokens, sync, read_mhz, advance)
+                _measure_case(
+                    prepared, target, writer, case, tokens, sync, read_mhz, advance, stop.check
+                )
                 completed.append(f"{case}@{tokens}")
-    except KeyboardInterrupt:
-        writer.update_metadata(
-            status="interrupted", completed_cases=completed, end_time=_utc_now().isoformat()
-        )
-        raise
+                _release_memory(prepared.device)
+    except KeyboardInterrupt as exc:  # also RunInterrupted, raised between blocks
+        _finish(writer, "interrupted", completed)
+        raise RunInterrupted(
+            f"interrupted ({exc or 'KeyboardInterrupt'}); the {len(completed)} completed "
+            f"case(s) are kept in {prepared.output_dir}"
+        ) from exc
     except BaseException as exc:
-        writer.update_metadata(
-            status="failed",
-            error=f"{type(exc).__name__}: {exc}",
-            completed_cases=completed,
-            end_time=_utc_now().isoformat(),
-        )
+        _finish(writer, "failed", completed, error=f"{type(exc).__name__}: {exc}")
         raise
-    writer.update_metadata(
-        status="complete", completed_cases=completed, end_time=_utc_now().isoformat()
-    )
+    _finish(writer, "complete", completed)
     return RunResult(
         prepared.output_dir, writer.metadata, writer.records, writer.validation, writer.summary
     )
+
+
+def _finish(writer: ResultsWriter, status: str, completed: list[str], **fields: Any) -> None:
+    writer.update_metadata(
+        status=status, completed_cases=completed, end_time=_utc_now().isoformat(), **fields
+    )
+
+
+def _release_memory(device: torch.device) -> None:
+    """Free what the finished case left behind (gc stays disabled while timing)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _measure_case(
@@ -204,6 +220,7 @@ def _measure_case(
     sync: Callable[[], None],
     read_mhz: Callable[[], float | None],
     advance: Callable[[int], None],
+    check_stop: Callable[[], None],
 ) -> None:
     config = prepared.config
     scenario = build_scenario(
@@ -217,26 +234,35 @@ def _measure_case(
     check = validate_scenario(target, scenario)
     writer.add_validation(check.to_json())
     seed = derive_seed(config.seed, case, tokens)
+    calls = calls_per_pair(config.warmup, config.blocks, config.iterations)
     if not check.ok:
-        advance(calls_per_pair(config.warmup, config.blocks, config.iterations))
+        advance(calls)
         writer.add_summary(summary.invalid_row(case, tokens))
         return
     variants = {
         name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
     }
-    records = measure_pair(
-        variants,
-        case=case,
-        tokens=tokens,
-        warmup=config.warmup,
-        blocks=config.blocks,
-        iterations=config.iterations,
-        seed=seed,
-        device=prepared.device.type,
-        sync=sync,
-        read_mhz=read_mhz,
-        progress=advance,
-    )
+    try:
+        records = measure_pair(
+            variants,
+            case=case,
+            tokens=tokens,
+            warmup=config.warmup,
+            blocks=config.blocks,
+            iterations=config.iterations,
+            seed=seed,
+            device=prepared.device.type,
+            sync=sync,
+            read_mhz=read_mhz,
+            progress=advance,
+            check_stop=check_stop,
+        )
+    except Exception as exc:  # a crash inside a wrapper: record it, go on with the next case
+        message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        writer.add_summary(
+            summary.invalid_row(case, tokens, error=f"crashed while timing: {message}")
+        )
+        return
     rows = [r.to_json() for r in records]
     writer.add_records(rows)
     writer.add_summary(summary.summary_row(case, tokens, rows, seed=seed))

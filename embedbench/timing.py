@@ -155,21 +155,26 @@ def measure_pair(
     sync: Sync = no_sync,
     read_mhz: ReadMhz = lambda: None,
     progress: Progress | None = None,
+    check_stop: Callable[[], None] = lambda: None,
 ) -> list[BlockRecord]:
     """Warm up each variant, then run ``blocks`` paired blocks in the seeded order.
 
     ``seed`` is the already derived schedule seed for this case and length.
     ``progress`` is told how many calls finished after each warm-up and block.
+    ``check_stop`` runs between blocks (and warm-ups) and may raise to stop early,
+    so a stop never leaves a block with only one variant.
     """
     names = tuple(variants)
     if len(names) != 2:
         raise ValueError(f"a paired measurement needs exactly two variants, got {names}")
     for name in names:
+        check_stop()
         time_calls(variants[name], warmup, sync)
         if progress is not None:
             progress(warmup)
     records = []
     for block, order in enumerate(block_schedule(names, blocks, seed)):
+        check_stop()
         for position, name in enumerate(order):
             mhz_start, wall_start = read_mhz(), time.time()
             samples = time_calls(variants[name], iterations, sync)
