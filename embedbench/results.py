@@ -52,9 +52,19 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (nothing is written if it fails)."""
+    """Write ``data`` as JSON to ``path`` atomically (nothing is written if it fails).
+
+    A failed write (disk full, permissions) leaves the previous file as it was and
+    raises a one-line OutputDirError.
+    """
     text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False)
-    write_text_atomic(path, text + "\n")
+    try:
+        write_text_atomic(path, text + "\n")
+    except OSError as exc:
+        raise OutputDirError(
+            f"cannot write {path} ({exc.strerror or exc}); the previous file is unchanged; "
+            "free space or choose another --output-dir"
+        ) from None
 
 
 def check_output_dir(directory: Path, *, overwrite: bool) -> None:
@@ -68,8 +78,12 @@ def check_output_dir(directory: Path, *, overwrite: bool) -> None:
             "pass --overwrite (notebook: overwrite=True) or choose another --output-dir"
         )
     parent = directory if directory.exists() else _existing_parent(directory)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputDirError(f"output dir {directory} is not writable; choose another --output-dir")
+    try:  # a real probe: os.access says yes to root even on a read-only file system
+        tempfile.TemporaryDirectory(prefix=".embedbench-probe-", dir=parent).cleanup()
+    except OSError as exc:
+        raise OutputDirError(
+            f"output dir {directory} is not writable ({exc.strerror}); choose another --output-dir"
+        ) from None
 
 
 def _existing_parent(path: Path) -> Path:
@@ -88,7 +102,10 @@ class ResultsWriter:
         self.records: list[dict[str, Any]] = []
         self.validation: list[dict[str, Any]] = []
         self.summary: list[dict[str, Any]] = []
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputDirError(f"cannot create output dir {directory} ({exc.strerror})") from None
         for name, data in self._files().items():
             write_json_atomic(directory / name, data)
 

@@ -183,8 +183,21 @@ def test_papermill_cli_accepts_list_and_string_lengths(small_checkpoint, tmp_pat
     assert sorted(r["tokens"] for r in summary) == [512, 1172]
 
 
-def test_a_bad_parameter_fails_papermill_with_the_one_line_message(tmp_path):
+@pytest.mark.parametrize(
+    "param, value, ename, fragment",
+    [
+        ("model", "no-such-model", "CheckpointError", "no-such-model"),
+        ("lengths", "[512, 1172x]", "ConfigError", "lengths must be an integer"),
+        ("lengths", "200", "ConfigError", ">= 300"),
+    ],
+    ids=["missing-model", "bad-lengths-string", "short-length"],
+)
+def test_a_bad_parameter_fails_papermill_with_the_one_line_message(
+    tmp_path, param, value, ename, fragment
+):
     out = tmp_path / "failed.ipynb"
+    if param == "model":
+        value = str(tmp_path / value)
     proc = subprocess.run(
         [
             sys.executable,
@@ -193,8 +206,8 @@ def test_a_bad_parameter_fails_papermill_with_the_one_line_message(tmp_path):
             str(NOTEBOOKS / "run.ipynb"),
             str(out),
             "-p",
-            "model",
-            str(tmp_path / "no-such-model"),
+            param,
+            value,
             "-p",
             "output_dir",
             str(tmp_path / "results"),
@@ -207,8 +220,8 @@ def test_a_bad_parameter_fails_papermill_with_the_one_line_message(tmp_path):
     nb = nbformat.read(out, as_version=4)
     errors = [o for o in _outputs(nb) if o.output_type == "error"]
     assert len(errors) == 1
-    assert errors[0].ename == "CheckpointError"
-    assert "no-such-model" in errors[0].evalue and "\n" not in errors[0].evalue
+    assert errors[0].ename == ename
+    assert fragment in errors[0].evalue and "\n" not in errors[0].evalue
     assert not (tmp_path / "results").exists()
 
 
