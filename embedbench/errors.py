@@ -15,3 +15,22 @@ class CheckpointError(EmbedbenchError):
 
 class OutputDirError(EmbedbenchError):
     """The output directory cannot be used (it holds results, or is not writable)."""
+
+
+class GitSourceError(EmbedbenchError):
+    """A method cannot be taken from a git revision (repo, ref, file, class, method)."""
+
+
+class ContentionError(EmbedbenchError):
+    """The pinned core is busy with other work; measuring there would mislead.
+
+    ``reading`` is the guard's reading (an ``isolation.ContentionReading``), for the record.
+    """
+
+    def __init__(self, message: str, reading: object | None = None) -> None:
+        super().__init__(message)
+        self.reading = reading
+
+
+class HostLockError(EmbedbenchError):
+    """Another embedbench run holds the host lock; two runs must not overlap."""

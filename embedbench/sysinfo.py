@@ -1,19 +1,26 @@
 """What the machine says about itself: CPU frequency, versions, allow-listed environment.
 
 Nothing here invents a number: a value that cannot be read is ``None`` and the
-source says ``"unavailable"``.
+source says ``"unavailable"``. ``provenance()`` gathers everything a result
+needs to be traced back: CPU model, governor, scaling driver, turbo state,
+frequency source, load, versions, device, checkpoint fingerprint and the
+allow-listed environment (never a secret).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import os
 import platform
 import re
+import struct
 import sys
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -128,4 +135,191 @@ def host_facts() -> dict[str, object]:
         "platform": platform.platform(),
         "executable": sys.executable,
         "logical_cpus": os.cpu_count(),
+    }
+
+
+# --- provenance -----------------------------------------------------------------------------
+
+FINGERPRINT_VERSION = "embedbench-fingerprint-v1"
+INDEX_NAME = "model.safetensors.index.json"
+# The safetensors format caps its JSON header at 100 MB.
+_MAX_HEADER_BYTES = 100 * 1024 * 1024
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _khz_to_mhz(text: str | None) -> float | None:
+    try:
+        return int(text) / 1000.0 if text is not None else None
+    except ValueError:
+        return None
+
+
+def cpufreq_policy(core: int) -> dict[str, Any]:
+    """Governor, scaling driver and min/max MHz of ``core`` from sysfs (None where absent)."""
+    base = SYSFS_CPU / f"cpu{core}" / "cpufreq"
+    return {
+        "governor": _read_text(base / "scaling_governor"),
+        "scaling_driver": _read_text(base / "scaling_driver"),
+        "min_mhz": _khz_to_mhz(_read_text(base / "scaling_min_freq")),
+        "max_mhz": _khz_to_mhz(_read_text(base / "scaling_max_freq")),
+    }
+
+
+def boost_state(core: int | None = None) -> dict[str, Any]:
+    """Whether turbo/boost is enabled, and where that was read; None when unreadable.
+
+    Sources in order: ``intel_pstate/no_turbo`` (1 = turbo off), the global
+    ``cpufreq/boost`` (1 = on), the per-policy ``cpuN/cpufreq/boost``.
+    """
+    candidates: list[tuple[Path, bool]] = [
+        (SYSFS_CPU / "intel_pstate" / "no_turbo", True),
+        (SYSFS_CPU / "cpufreq" / "boost", False),
+    ]
+    if core is not None:
+        candidates.append((SYSFS_CPU / f"cpu{core}" / "cpufreq" / "boost", False))
+    for path, inverted in candidates:
+        text = _read_text(path)
+        if text in ("0", "1"):
+            enabled = (text == "1") != inverted
+            return {"turbo_enabled": enabled, "source": str(path)}
+    return {"turbo_enabled": None, "source": "unavailable"}
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, or None where the OS has none."""
+    try:
+        return [float(x) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def safetensors_header_entry(shard: str | Path, key: str) -> dict[str, Any]:
+    """The JSON header entry (dtype, shape, data_offsets) of ``key``; reads the header only.
+
+    A safetensors file starts with an 8-byte little-endian header length and the
+    JSON header; the tensor data after it is never read.
+    """
+    path = Path(shard)
+    with path.open("rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) != 8:
+            raise ValueError(f"{path.name} is shorter than a safetensors header")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > _MAX_HEADER_BYTES:
+            raise ValueError(f"{path.name} declares a {length}-byte header; not safetensors")
+        raw = handle.read(length)
+    if len(raw) != length:
+        raise ValueError(f"{path.name} ends inside its safetensors header")
+    header = json.loads(raw)
+    if not isinstance(header, dict) or key not in header:
+        raise ValueError(f"{path.name} has no tensor {key} in its header")
+    return header[key]
+
+
+def _tree_size(root: Path) -> tuple[int, int]:
+    total = files = 0
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            try:
+                total += (Path(folder) / name).stat().st_size
+                files += 1
+            except OSError:
+                continue
+    return total, files
+
+
+def checkpoint_fingerprint(model_dir: str | Path, shard: str | Path, key: str) -> dict[str, Any]:
+    """Path, total size and a cheap fingerprint of a checkpoint (no tensor data is read).
+
+    ``fingerprint`` = sha256 over a version tag, the sha256 of the index file's
+    bytes (``none`` without an index), the shard's name, ``key`` and its
+    safetensors header entry (dtype, shape, data offsets) as canonical JSON.
+    What cannot be read is reported under ``error`` instead of a made-up value.
+    """
+    root = Path(model_dir).expanduser()
+    shard_path = root / shard
+    out: dict[str, Any] = {"path": str(root), "shard": shard_path.name, "key": key}
+    total, files = _tree_size(root)
+    out.update(total_bytes=total, files=files)
+    try:
+        index = root / INDEX_NAME
+        index_sha = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
+        entry = safetensors_header_entry(shard_path, key)
+    except (OSError, ValueError) as exc:
+        return {
+            **out,
+            "index_sha256": None,
+            "embedding_header": None,
+            "fingerprint": None,
+            "error": " ".join(str(exc).split()),
+        }
+    digest = hashlib.sha256()
+    for part in (
+        FINGERPRINT_VERSION,
+        index_sha or "none",
+        shard_path.name,
+        key,
+        json.dumps(entry, sort_keys=True, separators=(",", ":")),
+    ):
+        digest.update(part.encode() + b"\n")
+    return {
+        **out,
+        "index_sha256": index_sha,
+        "embedding_header": entry,
+        "fingerprint": digest.hexdigest(),
+        "error": None,
+    }
+
+
+def gpu_facts(device: str | torch.device) -> dict[str, Any] | None:
+    """Name and compute capability of a CUDA device, or None for other devices."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(dev)
+    return {"name": torch.cuda.get_device_name(dev), "capability": f"{major}.{minor}"}
+
+
+def provenance(
+    cpu_core: int,
+    device: str | torch.device,
+    model_dir: str | Path,
+    shard: str | Path,
+    key: str,
+) -> dict[str, Any]:
+    """Everything needed to trace a number back to its machine, software and checkpoint."""
+    source, read_mhz = cpu_frequency_reader(cpu_core)
+    dev = torch.device(device)
+    try:
+        affinity: list[int] | None = sorted(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        affinity = None
+    return {
+        "cpu": {
+            "model": cpu_model(),
+            "core": cpu_core,
+            "logical_cpus": os.cpu_count(),
+            "affinity": affinity,
+            "frequency_source": source,
+            "mhz_now": read_mhz(),
+            **cpufreq_policy(cpu_core),
+            "boost": boost_state(cpu_core),
+        },
+        "load_average": load_average(),
+        "platform": platform.platform(),
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "executable": sys.executable,
+        },
+        "versions": versions(),
+        "device": {"type": dev.type, "name": device_name(dev), "gpu": gpu_facts(dev)},
+        "checkpoint": checkpoint_fingerprint(model_dir, shard, key),
+        "environment": allowed_environment(),
     }

@@ -1,7 +1,10 @@
 """Statistics on synthetic numbers with known answers."""
 
+import json
+
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from embedbench import stats
 
@@ -93,3 +96,160 @@ def test_interval_coverage_is_near_nominal_in_a_seeded_simulation():
 def test_percentiles_are_named():
     p = stats.percentiles(list(range(101)))
     assert p == {"p5": 5.0, "p50": 50.0, "p95": 95.0}
+
+
+# --- paired log-ratio analysis --------------------------------------------------------------
+
+
+def _medians(rng: np.random.Generator, center: float, n: int, noise: float) -> np.ndarray:
+    return center * (1 + noise * rng.standard_normal(n))
+
+
+def test_log_ratios_are_paired_per_block():
+    d = stats.log_ratios([100.0, 200.0], [50.0, 200.0])
+    assert d.tolist() == pytest.approx([np.log(0.5), 0.0])
+    with pytest.raises(ValueError):
+        stats.log_ratios([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError):
+        stats.log_ratios([0.0], [1.0])
+
+
+def test_signed_rank_null_distribution_is_exact():
+    # n = 3: T+ takes 0..6 with counts 1,1,1,2,1,1,1 over 8 sign patterns.
+    cdf = stats.signed_rank_cdf(3)
+    assert (np.diff(np.concatenate([[0.0], cdf])) * 8).tolist() == [1, 1, 1, 2, 1, 1, 1]
+    assert cdf[-1] == pytest.approx(1.0)
+
+
+def test_hodges_lehmann_interval_matches_the_textbook_order_statistics():
+    # n = 10 at 95 %: the signed-rank critical value is 8, so the interval is
+    # [W_(9), W_(47)] of the 55 sorted Walsh averages (Hollander & Wolfe, Table A.4).
+    d = np.arange(1.0, 11.0)
+    hl = stats.hodges_lehmann(d)
+    walsh = np.sort([(d[i] + d[j]) / 2 for i in range(10) for j in range(i, 10)])
+    assert hl.estimate == pytest.approx(np.median(walsh)) == pytest.approx(5.5)
+    assert hl.ci == (walsh[8], walsh[46])
+    assert 0.95 <= hl.confidence < 0.96
+
+
+def test_hodges_lehmann_interval_cannot_reach_95_percent_with_five_blocks():
+    hl = stats.hodges_lehmann([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert hl.ci == (0.1, 0.5)
+    assert hl.confidence == pytest.approx(1 - 2 / 32)
+
+
+def test_wilcoxon_p_agrees_with_the_exact_sign_pattern_count():
+    p, method = stats.wilcoxon_p([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    assert method == "exact"
+    assert p == pytest.approx(2 / 2**6)
+    assert stats.wilcoxon_p([0.0, 0.0]) == (1.0, "all zero")
+    assert stats.wilcoxon_p([]) == (None, "none")
+
+
+def test_wilcoxon_refuses_significance_with_five_blocks():
+    assert stats.min_achievable_p(5) == pytest.approx(0.0625)
+    assert not stats.significance_reachable(5)
+    assert stats.significance_reachable(6)
+    # Five blocks all 20 % faster: the best p possible is still 0.0625.
+    base = [100.0, 101.0, 99.0, 100.5, 99.5]
+    s = stats.summarize_pair([[b] for b in base], [[0.8 * b] for b in base], seed=0)
+    assert s.wilcoxon_p == pytest.approx(0.0625)
+    assert not s.significance_reachable
+    assert s.verdict == stats.NO_DIFFERENCE
+
+
+def test_paired_statistics_detect_a_shift_and_not_its_absence():
+    rng = np.random.default_rng(11)
+    base = _medians(rng, 100.0, 20, 0.02)
+    shifted = stats.paired_statistics(base, _medians(rng, 95.0, 20, 0.02))
+    # sd of the estimate is about sqrt(2) * 2 % / sqrt(20) = 0.63 %: allow 3 sd.
+    assert shifted.hl_reduction_pct == pytest.approx(5.0, abs=2.0)
+    # Detected: the interval excludes 0 (its coverage of the truth is tested below).
+    low, high = shifted.hl_ci95_pct
+    assert 0 < low < shifted.hl_reduction_pct < high
+    assert shifted.wilcoxon_p < 0.001
+    same = stats.paired_statistics(base, _medians(rng, 100.0, 20, 0.02))
+    assert same.hl_ci95_pct[0] <= 0.0 <= same.hl_ci95_pct[1]
+    assert same.wilcoxon_p > 0.05
+
+
+def test_hodges_lehmann_interval_coverage_is_near_nominal():
+    # d is symmetric about ln(0.9) because both variants share the same noise law.
+    rng = np.random.default_rng(7452)
+    truth = np.log(0.9)
+    runs, covered = 300, 0
+    for _ in range(runs):
+        base = _medians(rng, 100.0, 20, 0.05)
+        fixed = _medians(rng, 90.0, 20, 0.05)
+        low, high = stats.hodges_lehmann(stats.log_ratios(base, fixed)).ci
+        covered += low <= truth <= high
+    # Nominal 0.95; the binomial sd over 300 runs is 0.013, so this is a ±4 sd band.
+    assert 0.90 <= covered / runs <= 0.99
+
+
+def test_mde_shrinks_with_the_square_root_of_the_block_count():
+    sd = 0.02
+    m20 = stats.detectable_log_effect(sd, 20)
+    m80 = stats.detectable_log_effect(sd, 80)
+    m320 = stats.detectable_log_effect(sd, 320)
+    # Four times the blocks halves the MDE, up to the t quantiles approaching z.
+    assert 0.45 < m80 / m20 < 0.5
+    assert 0.48 < m320 / m80 < 0.5
+    assert m320 * np.sqrt(320) / sd == pytest.approx(1.96 + 0.84, abs=0.03)
+    rng = np.random.default_rng(3)
+    d = rng.standard_normal(20) * sd
+    expected = 100 * (1 - np.exp(-stats.detectable_log_effect(np.std(d, ddof=1), 20)))
+    assert stats.min_detectable_effect_pct(d) == pytest.approx(expected)
+    assert stats.min_detectable_effect_pct([0.1]) is None
+
+
+def test_mde_is_the_effect_found_with_the_stated_power():
+    # Simulate a true effect equal to the MDE: a t-test finds it about 80 % of the time.
+    rng = np.random.default_rng(99)
+    sd, n = 0.02, 20
+    effect = stats.detectable_log_effect(sd, n)
+    hits = 0
+    for _ in range(400):
+        d = effect + sd * rng.standard_normal(n)
+        hits += scipy_stats.ttest_1samp(d, 0.0).pvalue < 0.05
+    assert 0.72 <= hits / 400 <= 0.88
+
+
+def test_verdict_needs_the_interval_to_clear_the_noise_band():
+    assert stats.verdict((0.3, 2.0), blocks=20) == stats.FASTER
+    assert stats.verdict((0.3, 2.0), blocks=20, noise_band_pct=0.5) == stats.NO_DIFFERENCE
+    assert stats.verdict((0.6, 2.0), blocks=20, noise_band_pct=0.5) == stats.FASTER
+    assert stats.verdict((-2.0, -0.3), blocks=20, noise_band_pct=0.5) == stats.NO_DIFFERENCE
+    assert stats.verdict((-2.0, -0.6), blocks=20, noise_band_pct=0.5) == stats.SLOWER
+    with pytest.raises(ValueError):
+        stats.verdict((1.0, 2.0), blocks=20, noise_band_pct=-1.0)
+
+
+def test_noise_band_is_the_farther_end_of_the_aa_interval_or_the_floor():
+    assert stats.noise_band() == 0.0
+    assert stats.noise_band(floor_pct=0.5) == 0.5
+    assert stats.noise_band((-0.2, 0.3), floor_pct=0.5) == 0.5
+    assert stats.noise_band((-1.2, 0.3), floor_pct=0.5) == 1.2
+
+
+def test_summary_carries_the_paired_fields_and_serializes():
+    rng = np.random.default_rng(12)
+    s = stats.summarize_pair(_blocks(rng, 100.0), _blocks(rng, 90.0), seed=1)
+    assert len(s.log_ratios) == 20
+    assert s.hl_reduction_pct == pytest.approx(10.0, abs=1.0)
+    assert s.hl_ci95_pct[0] < s.hl_reduction_pct < s.hl_ci95_pct[1]
+    assert s.wilcoxon_p < 1e-4 and s.wilcoxon_method == "exact"
+    assert s.significance_reachable and s.mde_pct > 0
+    row = s.to_json()
+    assert row["reduction_ci95_pct"] == list(s.reduction_ci95_pct)
+    assert row["hl_ci95_pct"] == list(s.hl_ci95_pct)
+    json.dumps(row, allow_nan=False)
+
+
+def test_summary_verdict_respects_the_noise_band():
+    rng = np.random.default_rng(13)
+    base, fixed = _blocks(rng, 100.0, noise=0.005), _blocks(rng, 99.0, noise=0.005)
+    assert stats.summarize_pair(base, fixed, seed=0).verdict == stats.FASTER
+    banded = stats.summarize_pair(base, fixed, seed=0, noise_band_pct=2.0)
+    assert banded.verdict == stats.NO_DIFFERENCE
+    assert banded.noise_band_pct == 2.0

@@ -1,0 +1,472 @@
+"""Diagnostics of one paired comparison: is the headline number disturbed by something?
+
+Pure functions on numbers (no files, no timing). From the per-block samples of
+both variants, which variant ran first in each block, and the CPU MHz read at
+each block's start and end, they report:
+
+- order effect: the median log-ratio over baseline-first blocks against the
+  median over fixed-first blocks (Mann–Whitney U over the two groups);
+- drift: Spearman rank correlation of the block index with ``d_b`` and with the
+  baseline block medians;
+- outlier blocks: ``d_b`` outside median ± k · 1.4826 · MAD (or Tukey fences),
+  kept in the result but flagged, with the reduction recomputed without them;
+- within-block spread: IQR / median of each block, per variant;
+- frequency excursion: blocks whose MHz moved more than 2 % from the run's
+  median MHz, or "not observable" when there are no readings or they never change.
+
+Every result has ``to_json()`` with plain JSON values (non-finite floats as None).
+Log-ratios are ``d_b = ln(fixed_b / baseline_b)``; as a reduction, ``100 (1 − e^d)``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from embedbench import stats
+
+ALPHA = 0.05
+MAD_SCALE = 1.4826  # makes the MAD a consistent estimator of a normal sd
+MAD_K = 3.0
+TUKEY_K = 1.5
+MHZ_TOLERANCE_PCT = 2.0
+BASELINE = "baseline"
+FIXED = "fixed"
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class _JsonMixin:
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values (tuples as lists, non-finite floats as None)."""
+        return _clean(asdict(self))  # type: ignore[call-overload]
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+# --- order effect ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OrderEffect(_JsonMixin):
+    """Median log-ratio per run order, their difference, and a Mann–Whitney p-value.
+
+    ``difference_pct_points`` = reduction % of baseline-first blocks minus that of
+    fixed-first blocks; 0 when the position in the block does not matter.
+    """
+
+    n_baseline_first: int
+    n_fixed_first: int
+    baseline_first_log: float | None
+    fixed_first_log: float | None
+    baseline_first_reduction_pct: float | None
+    fixed_first_reduction_pct: float | None
+    difference_pct_points: float | None
+    p_value: float | None
+    detected: bool
+    alpha: float
+
+
+def order_effect(d: Sequence[float], first: Sequence[str], *, alpha: float = ALPHA) -> OrderEffect:
+    """Compare ``d`` over blocks where the baseline ran first with blocks where fixed did."""
+    arr = np.asarray(d, dtype=float)
+    if len(first) != arr.size:
+        raise ValueError(f"need one first-variant per block: {len(first)} for {arr.size} blocks")
+    order = np.asarray([str(f) for f in first])
+    unknown = set(order.tolist()) - {BASELINE, FIXED}
+    if unknown:
+        raise ValueError(f"first variants must be {BASELINE!r} or {FIXED!r}, got {sorted(unknown)}")
+    base_first, fixed_first = arr[order == BASELINE], arr[order == FIXED]
+    if base_first.size == 0 or fixed_first.size == 0:
+        return OrderEffect(
+            int(base_first.size),
+            int(fixed_first.size),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            False,
+            alpha,
+        )
+    bf, ff = float(np.median(base_first)), float(np.median(fixed_first))
+    red_bf, red_ff = stats.log_to_reduction_pct(bf), stats.log_to_reduction_pct(ff)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        p = float(sps.mannwhitneyu(base_first, fixed_first, alternative="two-sided").pvalue)
+    p_or_none = _finite_or_none(p)
+    return OrderEffect(
+        n_baseline_first=int(base_first.size),
+        n_fixed_first=int(fixed_first.size),
+        baseline_first_log=bf,
+        fixed_first_log=ff,
+        baseline_first_reduction_pct=red_bf,
+        fixed_first_reduction_pct=red_ff,
+        difference_pct_points=red_bf - red_ff,
+        p_value=p_or_none,
+        detected=p_or_none is not None and p_or_none < alpha,
+        alpha=alpha,
+    )
+
+
+# --- drift ----------------------------------------------------------------------------------
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None]:
+    if x.size < 3 or np.all(y == y[0]):
+        return None, None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = sps.spearmanr(x, y)
+    return _finite_or_none(float(result.statistic)), _finite_or_none(float(result.pvalue))
+
+
+@dataclass(frozen=True)
+class Drift(_JsonMixin):
+    """Spearman rank correlation of the block index with ``d_b`` and with baseline medians.
+
+    ``None`` correlations: fewer than 3 blocks, or a constant series.
+    """
+
+    rho_log_ratio: float | None
+    p_log_ratio: float | None
+    rho_baseline: float | None
+    p_baseline: float | None
+    detected: bool
+    alpha: float
+
+
+def drift(d: Sequence[float], baseline_medians: Sequence[float], *, alpha: float = ALPHA) -> Drift:
+    """Whether the comparison (``d_b``) or the baseline level moves along the run."""
+    arr = np.asarray(d, dtype=float)
+    base = np.asarray(baseline_medians, dtype=float)
+    if base.shape != arr.shape:
+        raise ValueError("need one baseline median per log-ratio")
+    index = np.arange(arr.size, dtype=float)
+    rho_d, p_d = _spearman(index, arr)
+    rho_b, p_b = _spearman(index, base)
+    detected = any(p is not None and p < alpha for p in (p_d, p_b))
+    return Drift(rho_d, p_d, rho_b, p_b, detected, alpha)
+
+
+# --- outliers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outliers(_JsonMixin):
+    """Blocks whose log-ratio lies outside the fences; kept, flagged, and a sensitivity line.
+
+    ``reduction_pct_*`` is the headline (ratio of medians of block medians) and
+    ``hl_reduction_pct_*`` the Hodges–Lehmann estimate, with all blocks and without
+    the flagged ones (equal when nothing is flagged; None when nothing would remain).
+    """
+
+    rule: str
+    k: float
+    center: float
+    low: float
+    high: float
+    flagged: list[int]
+    reduction_pct_all: float
+    reduction_pct_without: float | None
+    hl_reduction_pct_all: float
+    hl_reduction_pct_without: float | None
+
+
+def _fences(d: np.ndarray, rule: str, k: float) -> tuple[float, float, float]:
+    center = float(np.median(d))
+    if rule == "mad":
+        scale = MAD_SCALE * float(np.median(np.abs(d - center)))
+        if scale == 0.0:
+            # More than half the blocks share one value: fall back to the mean deviation.
+            scale = math.sqrt(math.pi / 2.0) * float(np.mean(np.abs(d - center)))
+        return center, center - k * scale, center + k * scale
+    if rule == "tukey":
+        q1, q3 = (float(q) for q in np.percentile(d, [25, 75]))
+        return center, q1 - k * (q3 - q1), q3 + k * (q3 - q1)
+    raise ValueError(f"outlier rule must be 'mad' or 'tukey', got {rule!r}")
+
+
+def outlier_blocks(
+    baseline_medians: Sequence[float],
+    fixed_medians: Sequence[float],
+    *,
+    rule: str = "mad",
+    k: float | None = None,
+) -> Outliers:
+    """Flag blocks by their log-ratio: median ± k·1.4826·MAD (k = 3) or Tukey (k = 1.5)."""
+    base = np.asarray(baseline_medians, dtype=float)
+    fixed = np.asarray(fixed_medians, dtype=float)
+    d = stats.log_ratios(base, fixed)
+    k = (MAD_K if rule == "mad" else TUKEY_K) if k is None else float(k)
+    center, low, high = _fences(d, rule, k)
+    out = (d < low) | (d > high)
+    flagged = [int(i) for i in np.nonzero(out)[0]]
+    keep = ~out
+
+    def headline(mask: np.ndarray) -> float:
+        return stats.reduction_pct(float(np.median(base[mask])), float(np.median(fixed[mask])))
+
+    def hl(mask: np.ndarray) -> float:
+        return stats.log_to_reduction_pct(stats.hodges_lehmann(d[mask]).estimate)
+
+    everything = np.ones_like(keep)
+    return Outliers(
+        rule=rule,
+        k=k,
+        center=center,
+        low=low,
+        high=high,
+        flagged=flagged,
+        reduction_pct_all=headline(everything),
+        reduction_pct_without=headline(keep) if keep.any() else None,
+        hl_reduction_pct_all=hl(everything),
+        hl_reduction_pct_without=hl(keep) if keep.any() else None,
+    )
+
+
+# --- within-block spread --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spread(_JsonMixin):
+    """IQR / median of each block's samples, per variant, with the median and max over blocks."""
+
+    per_block: dict[str, list[float | None]]
+    median: dict[str, float | None]
+    max: dict[str, float | None]
+
+
+def relative_iqr(samples: Sequence[float]) -> float | None:
+    """(Q3 − Q1) / median of one block's samples; None for an empty block or a zero median."""
+    arr = np.asarray(samples, dtype=float)
+    if arr.size == 0:
+        return None
+    med = float(np.median(arr))
+    if med == 0.0:
+        return None
+    q1, q3 = np.percentile(arr, [25, 75])
+    return float(q3 - q1) / med
+
+
+def within_block_spread(blocks: Mapping[str, Sequence[Sequence[float]]]) -> Spread:
+    """Relative IQR of every block of every variant (``{"baseline": blocks, "fixed": blocks}``)."""
+    per_block: dict[str, list[float | None]] = {}
+    median: dict[str, float | None] = {}
+    largest: dict[str, float | None] = {}
+    for name, variant_blocks in blocks.items():
+        values = [relative_iqr(b) for b in variant_blocks]
+        known = [v for v in values if v is not None]
+        per_block[name] = values
+        median[name] = float(np.median(known)) if known else None
+        largest[name] = float(np.max(known)) if known else None
+    return Spread(per_block, median, largest)
+
+
+# --- frequency excursions -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FrequencyExcursion(_JsonMixin):
+    """Blocks whose CPU MHz moved more than ``tolerance_pct`` from the run's median MHz.
+
+    ``observable`` is False (and the other numbers None) when there are no
+    readings, or when every reading is the same value: a source that never
+    changes (e.g. a VM's nominal /proc/cpuinfo clock) cannot show an excursion.
+    """
+
+    observable: bool
+    reason: str | None
+    tolerance_pct: float
+    median_mhz: float | None
+    min_mhz: float | None
+    max_mhz: float | None
+    deviation_pct: list[float | None] | None
+    flagged: list[int] | None
+
+
+def frequency_excursions(
+    mhz: Sequence[Sequence[float | None] | None] | None,
+    *,
+    tolerance_pct: float = MHZ_TOLERANCE_PCT,
+) -> FrequencyExcursion:
+    """Per block, the largest |MHz − run median| in %, and the blocks above the tolerance.
+
+    ``mhz[b]`` holds the readings of block ``b`` (e.g. start and end of each
+    variant); ``None`` entries are readings that could not be taken.
+    """
+    per_block = [
+        [float(x) for x in (readings or ()) if x is not None and math.isfinite(float(x))]
+        for readings in (mhz or ())
+    ]
+    values = [x for block in per_block for x in block]
+    if not values:
+        return FrequencyExcursion(
+            False,
+            "no CPU frequency readings (source unavailable)",
+            tolerance_pct,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
+    lowest, highest = min(values), max(values)
+    if lowest == highest:
+        return FrequencyExcursion(
+            False,
+            f"every reading is {lowest:g} MHz: the source does not show changes",
+            tolerance_pct,
+            lowest,
+            lowest,
+            highest,
+            None,
+            None,
+        )
+    center = float(np.median(values))
+    deviation: list[float | None] = [
+        max(abs(x - center) for x in block) / center * 100.0 if block else None
+        for block in per_block
+    ]
+    flagged = [i for i, dev in enumerate(deviation) if dev is not None and dev > tolerance_pct]
+    return FrequencyExcursion(
+        True, None, tolerance_pct, center, lowest, highest, deviation, flagged
+    )
+
+
+# --- everything for one pair ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairDiagnostics(_JsonMixin):
+    """All diagnostics of one paired comparison (``order_effect`` None without an order)."""
+
+    blocks: int
+    log_ratios: list[float]
+    order_effect: OrderEffect | None
+    drift: Drift
+    outliers: Outliers
+    spread: Spread
+    frequency: FrequencyExcursion
+
+    def notes(self) -> list[str]:
+        """One short line per diagnostic that fired, for a report."""
+        lines = []
+        if self.order_effect is not None and self.order_effect.detected:
+            lines.append(
+                f"order effect: baseline-first {self.order_effect.baseline_first_reduction_pct:.2f}"
+                f" % vs fixed-first {self.order_effect.fixed_first_reduction_pct:.2f} % "
+                f"(p = {self.order_effect.p_value:.3g})"
+            )
+        if self.drift.detected:
+            lines.append(
+                f"drift: Spearman rho {_fmt(self.drift.rho_log_ratio)} with d_b, "
+                f"{_fmt(self.drift.rho_baseline)} with baseline medians"
+            )
+        if self.outliers.flagged:
+            lines.append(
+                f"outlier blocks {self.outliers.flagged}: reduction "
+                f"{self.outliers.reduction_pct_all:.2f} % with them, "
+                f"{_fmt(self.outliers.reduction_pct_without)} % without"
+            )
+        if self.frequency.observable and self.frequency.flagged:
+            lines.append(
+                f"CPU frequency moved > {self.frequency.tolerance_pct:g} % in blocks "
+                f"{self.frequency.flagged}"
+            )
+        return lines
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def diagnose_pair(
+    baseline_blocks: Sequence[Sequence[float]],
+    fixed_blocks: Sequence[Sequence[float]],
+    *,
+    first: Sequence[str] | None = None,
+    mhz: Sequence[Sequence[float | None] | None] | None = None,
+    alpha: float = ALPHA,
+    outlier_rule: str = "mad",
+    mhz_tolerance_pct: float = MHZ_TOLERANCE_PCT,
+) -> PairDiagnostics:
+    """All diagnostics from per-block samples, run order (``first``) and MHz readings."""
+    base = stats.block_medians(baseline_blocks)
+    fixed = stats.block_medians(fixed_blocks)
+    d = stats.log_ratios(base, fixed)
+    return PairDiagnostics(
+        blocks=int(d.size),
+        log_ratios=[float(x) for x in d],
+        order_effect=None if first is None else order_effect(d, first, alpha=alpha),
+        drift=drift(d, base, alpha=alpha),
+        outliers=outlier_blocks(base, fixed, rule=outlier_rule),
+        spread=within_block_spread({BASELINE: baseline_blocks, FIXED: fixed_blocks}),
+        frequency=frequency_excursions(mhz, tolerance_pct=mhz_tolerance_pct),
+    )
+
+
+def _field(record: Any, name: str) -> Any:
+    return record[name] if isinstance(record, Mapping) else getattr(record, name)
+
+
+def diagnose_records(
+    records: Iterable[Any],
+    *,
+    metric: int = 0,
+    alpha: float = ALPHA,
+    outlier_rule: str = "mad",
+    mhz_tolerance_pct: float = MHZ_TOLERANCE_PCT,
+) -> PairDiagnostics:
+    """``diagnose_pair`` from raw block records of one case (``BlockRecord`` or its JSON).
+
+    Uses ``block``, ``position``, ``variant``, ``samples_us`` (column ``metric``)
+    and ``cpu_mhz_start`` / ``cpu_mhz_end`` of each record.
+    """
+    by_block: dict[int, dict[str, Any]] = {}
+    for record in records:
+        by_block.setdefault(int(_field(record, "block")), {})[_field(record, "variant")] = record
+    blocks = sorted(by_block)
+    missing = [b for b in blocks if set(by_block[b]) != {BASELINE, FIXED}]
+    if not blocks or missing:
+        raise ValueError(f"every block needs one {BASELINE} and one {FIXED} record: {missing}")
+
+    def samples(record: Any) -> list[float]:
+        return [float(s[metric]) for s in _field(record, "samples_us")]
+
+    pairs = [by_block[b] for b in blocks]
+    first = [min(p.values(), key=lambda r: int(_field(r, "position"))) for p in pairs]
+    return diagnose_pair(
+        [samples(p[BASELINE]) for p in pairs],
+        [samples(p[FIXED]) for p in pairs],
+        first=[_field(r, "variant") for r in first],
+        mhz=[
+            [_field(r, key) for r in p.values() for key in ("cpu_mhz_start", "cpu_mhz_end")]
+            for p in pairs
+        ],
+        alpha=alpha,
+        outlier_rule=outlier_rule,
+        mhz_tolerance_pct=mhz_tolerance_pct,
+    )
