@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from embedbench import stats
+from embedbench import diagnostics, stats
 from embedbench.scenarios import CASE_LABELS
 from embedbench.targets import VARIANTS
 
@@ -43,10 +43,46 @@ def invalid_row(case: str, tokens: int, *, error: str | None = None) -> dict[str
     return row
 
 
-def summary_row(case: str, tokens: int, records: list[Record], *, seed: int) -> dict[str, Any]:
-    """Headline figures of one measured case and length from its block records."""
+def aa_summary(records: list[Record], *, seed: int) -> dict[str, Any]:
+    """The A/A check of one case: the baseline against itself under both labels."""
     host = blocks_by_variant(records, 0)
-    summary = stats.summarize_pair(host["baseline"], host["fixed"], seed=seed)
+    pair = stats.summarize_pair(host["baseline"], host["fixed"], seed=seed)
+    return {
+        "reduction_pct": pair.reduction_pct,
+        "reduction_ci95_pct": list(pair.reduction_ci95_pct),
+        "hl_ci95_pct": None if pair.hl_ci95_pct is None else list(pair.hl_ci95_pct),
+        "blocks": pair.blocks,
+        "noise_band_pct": stats.noise_band(_hull(pair)),
+    }
+
+
+def _hull(pair: stats.PairSummary) -> tuple[float, float]:
+    low, high = pair.reduction_ci95_pct
+    if pair.hl_ci95_pct is not None:
+        low, high = min(low, pair.hl_ci95_pct[0]), max(high, pair.hl_ci95_pct[1])
+    return low, high
+
+
+def summary_row(
+    case: str,
+    tokens: int,
+    records: list[Record],
+    *,
+    seed: int,
+    aa: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Headline figures, paired statistics and diagnostics of one measured case and length.
+
+    With an A/A check (``aa``), the verdict must also clear its noise band.
+    """
+    host = blocks_by_variant(records, 0)
+    noise_band_pct = 0.0 if aa is None else float(aa["noise_band_pct"])
+    pair = stats.summarize_pair(
+        host["baseline"], host["fixed"], seed=seed, noise_band_pct=noise_band_pct
+    )
+    found = diagnostics.diagnose_records(records)
+    diagnosed = found.to_json()
+    diagnosed.pop("log_ratios", None)  # already in the row, from the statistics
     extra = {
         name: {
             variant: stats.median_of_block_medians(blocks)
@@ -55,17 +91,18 @@ def summary_row(case: str, tokens: int, records: list[Record], *, seed: int) -> 
         }
         for metric, name in ((1, "cpu_us"), (2, "completion_us"))
     }
-    return {
+    row = {
         "case": case,
         "label": CASE_LABELS.get(case, case),
         "tokens": tokens,
-        "host_us": summary.host_us,
-        "reduction_pct": summary.reduction_pct,
-        "reduction_ci95_pct": list(summary.reduction_ci95_pct),
-        "verdict": summary.verdict,
+        **pair.to_json(),
         "valid": True,
-        "blocks": summary.blocks,
         "iterations": len(records[0]["samples_us"]),
         "schedule_seed": seed,
         **extra,
+        "diagnostics": diagnosed,
+        "notes": found.notes(),
     }
+    if aa is not None:
+        row["aa"] = aa
+    return row

@@ -29,6 +29,7 @@ TIMER_SCOPE = "overhead"
 # Scope and timer names as in the original script's micro-raw.json.
 MICRO_SCOPE = "whole_wrapper"
 TIMER_VARIANT = "timer_floor"
+AA_SCOPE = "aa_check"
 TIMER_FLOOR_BLOCKS = 10
 TIMER_FLOOR_CALLS = 100
 
@@ -156,13 +157,15 @@ def measure_pair(
     read_mhz: ReadMhz = lambda: None,
     progress: Progress | None = None,
     check_stop: Callable[[], None] = lambda: None,
+    scope: str = MICRO_SCOPE,
 ) -> list[BlockRecord]:
     """Warm up each variant, then run ``blocks`` paired blocks in the seeded order.
 
     ``seed`` is the already derived schedule seed for this case and length.
     ``progress`` is told how many calls finished after each warm-up and block.
     ``check_stop`` runs between blocks (and warm-ups) and may raise to stop early,
-    so a stop never leaves a block with only one variant.
+    so a stop never leaves a block with only one variant. ``scope`` labels the
+    records (``AA_SCOPE`` for the A/A check).
     """
     names = tuple(variants)
     if len(names) != 2:
@@ -184,7 +187,7 @@ def measure_pair(
                     device,
                     case,
                     tokens,
-                    MICRO_SCOPE,
+                    scope,
                     name,
                     block,
                     position,
