@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from embedbench import checkpoint
@@ -18,11 +19,12 @@ from embedbench.config import (
     TARGETS,
     WORKTREE,
     RunConfig,
+    parse_float,
     parse_int,
 )
 from embedbench.errors import EmbedbenchError
 from embedbench.report import pr_table, statistics_table, to_pr_markdown
-from embedbench.results import RunResult, check_results_dir, load_results
+from embedbench.results import RunResult, check_results_dir, load_results, write_json_atomic
 from embedbench.scenarios import CASES
 
 EXIT_OK = 0
@@ -56,6 +58,12 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output-dir", help="results dir (default: ./embedbench-results/<UTC time>)")
     p.add_argument("--overwrite", action="store_true", help="replace results in --output-dir")
     p.add_argument("--allow-busy", action="store_true", help="measure on a busy core anyway")
+    p.add_argument(
+        "--aa",
+        dest="aa_check",
+        action="store_true",
+        help="also time each case's baseline against itself (A/A noise floor)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -69,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--html", metavar="OUT.html", help="also write a self-contained HTML report")
     val = sub.add_parser("validate", help="check a results dir against the output schema")
     val.add_argument("results_dir")
+    st = sub.add_parser("selftest", help="recover a known injected delay (harness check)")
+    st.add_argument("--delay-us", default="20", help="injected busy-wait in µs (default 20)")
+    st.add_argument("--base-us", default="1000", help="the call's own busy-wait in µs")
+    st.add_argument("--blocks", default="20", help="paired blocks")
+    st.add_argument("--iterations", default="20", help="calls per variant per block")
+    st.add_argument("--cpu-core", help="core to pin (default: lowest allowed core)")
+    st.add_argument("--json", metavar="OUT.json", help="also write the result as JSON")
     syn = sub.add_parser("synth-checkpoint", help="write a synthetic Qwen2.5-Omni checkpoint")
     syn.add_argument("directory")
     syn.add_argument("--hidden", default="3584", help="hidden size (default 3584, the 7B's)")
@@ -95,6 +110,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         output_dir=args.output_dir,
         overwrite=args.overwrite,
         allow_busy=args.allow_busy,
+        aa_check=args.aa_check,
     )
 
 
@@ -133,6 +149,25 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_selftest(args: argparse.Namespace) -> int:
+    from embedbench.selftest import run_selftest
+
+    checked = RunConfig(blocks=args.blocks, iterations=args.iterations, cpu_core=args.cpu_core)
+    delay = parse_float("--delay-us", args.delay_us, minimum=0.01)
+    base = parse_float("--base-us", args.base_us, minimum=0.01)
+    result = run_selftest(
+        delay,
+        base_us=base,
+        blocks=checked.blocks,
+        iterations=checked.iterations,
+        cpu_core=checked.cpu_core,
+    )
+    print(result.summary_line())
+    if args.json:
+        write_json_atomic(Path(args.json), result.to_json())
+    return EXIT_OK if result.passed else EXIT_INVALID
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
     path = checkpoint.write_synthetic_checkpoint(
         args.directory,
@@ -154,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": _cmd_run,
         "report": _cmd_report,
         "validate": _cmd_validate,
+        "selftest": _cmd_selftest,
         "synth-checkpoint": _cmd_synth,
     }
     try:

@@ -47,6 +47,17 @@ def parse_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     return value
 
 
+def parse_float(name: str, value: Any, *, minimum: float | None = None) -> float:
+    """A float from a number or its string form; ConfigError otherwise."""
+    if isinstance(value, str):
+        value = _parse_literal(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+    return float(value)
+
+
 def _as_bool(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -101,6 +112,7 @@ class RunConfig:
     output_dir: str | None = None
     overwrite: bool = False
     allow_busy: bool = False
+    aa_check: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -135,6 +147,7 @@ class RunConfig:
         set_(self, "seed", parse_int("seed", self.seed))
         set_(self, "overwrite", _as_bool("overwrite", self.overwrite))
         set_(self, "allow_busy", _as_bool("allow_busy", self.allow_busy))
+        set_(self, "aa_check", _as_bool("aa_check", self.aa_check))
 
     @staticmethod
     def _coerce_lengths(value: Any) -> tuple[int, ...]:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from embedbench import stats
+from embedbench.summary import blocks_by_variant
 
 TOLERANCE = 0.15
 
@@ -159,9 +160,7 @@ def run_selftest(
         cpu_core=cpu_core,
         seed=seed,
     )
-    host_blocks: dict[str, list[list[float]]] = {"baseline": [], "fixed": []}
-    for record in sorted(result.records, key=lambda r: (r.block, r.position)):
-        host_blocks[record.variant].append([s[0] for s in record.samples_us])
+    host_blocks = blocks_by_variant([r.to_json() for r in result.records], 0)
     summary = stats.summarize_pair(host_blocks["baseline"], host_blocks["fixed"], seed=result.seed)
     floor = [[s[0] for s in r.samples_us] for r in result.timer_floor]
     resolution = stats.median_of_block_medians(floor) if floor else 0.0

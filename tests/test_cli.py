@@ -65,3 +65,25 @@ def test_synth_checkpoint_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     facts = checkpoint.read_thinker_facts(target)
     assert (facts.vocab_size, facts.hidden_size) == (152064, 8)
+
+
+def test_selftest_command_prints_a_line_and_writes_json(tmp_path):
+    out = tmp_path / "selftest.json"
+    proc = _run(
+        "selftest",
+        "--delay-us",
+        "50",
+        "--base-us",
+        "500",
+        "--blocks",
+        "8",
+        "--iterations",
+        "8",
+        "--json",
+        str(out),
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.stdout.startswith("self-test PASSED") or proc.stdout.startswith("self-test FAILED")
+    result = json.loads(out.read_text())
+    assert result["injected_us"] == 50.0 and result["blocks"] == 8
+    assert (proc.returncode == 0) == result["passed"]
