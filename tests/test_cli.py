@@ -1,5 +1,6 @@
 """The command line end to end on a small geometry, and its bad-input refusals."""
 
+import json
 import subprocess
 import sys
 
