@@ -103,23 +103,91 @@ def to_pr_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _interval(ci: Any) -> str:
+    return "n/a" if not ci else f"[{ci[0]:.2f}%, {ci[1]:.2f}%]"
+
+
+def _pct(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.2f}%"
+
+
 def statistics_table(result: RunResult) -> pd.DataFrame:
-    """The interval, verdict, validity and block count beside each PR row."""
+    """Interval, verdict and the paired statistics beside each PR row.
+
+    The headline interval is the block bootstrap of the PR's ratio of medians; the
+    Hodges–Lehmann estimate and its exact interval, the Wilcoxon signed-rank p-value
+    and the minimum detectable effect come from the per-block paired log-ratios.
+    """
     rows = _ordered_rows(result)
     several = _several_lengths(rows)
     data = []
     for row in rows:
-        ci = row.get("reduction_ci95_pct")
+        p = row.get("wilcoxon_p")
+        entry = {
+            "Input": input_label(row["case"], row["tokens"], several),
+            "Reduction 95% CI": _interval(row.get("reduction_ci95_pct")),
+            "Verdict": row.get("verdict", "n/a"),
+            "HL estimate": _pct(row.get("hl_reduction_pct")),
+            "HL 95% CI": _interval(row.get("hl_ci95_pct")),
+            "Wilcoxon p": "n/a" if p is None else f"{p:.2g}",
+            "MDE": _pct(row.get("mde_pct")),
+            "Blocks": row.get("blocks"),
+            "Valid": bool(row.get("valid", False)),
+        }
+        if any("aa" in r for r in rows):
+            aa = row.get("aa") or {}
+            entry["A/A reduction"] = _pct(aa.get("reduction_pct"))
+            entry["A/A 95% CI"] = _interval(aa.get("reduction_ci95_pct"))
+            entry["Noise band"] = _pct(row.get("noise_band_pct"))
+        data.append(entry)
+    return pd.DataFrame(data)
+
+
+def diagnostics_table(result: RunResult) -> pd.DataFrame:
+    """Order effect, drift, outlier blocks, within-block spread and frequency excursions."""
+    rows = [r for r in _ordered_rows(result) if r.get("diagnostics")]
+    several = _several_lengths(rows)
+    data = []
+    for row in rows:
+        diag = row["diagnostics"]
+        order, drift, outliers = diag.get("order_effect") or {}, diag["drift"], diag["outliers"]
+        spread, freq = diag["spread"]["median"], diag["frequency"]
+        without = outliers.get("reduction_pct_without")
         data.append(
             {
                 "Input": input_label(row["case"], row["tokens"], several),
-                "Reduction 95% CI": "n/a" if ci is None else f"[{ci[0]:.2f}%, {ci[1]:.2f}%]",
-                "Verdict": row.get("verdict", "n/a"),
-                "Valid": bool(row.get("valid", False)),
-                "Blocks": row.get("blocks"),
+                "Order effect (pp)": _fmt_num(order.get("difference_pct_points"))
+                + (" (detected)" if order.get("detected") else ""),
+                "Drift rho (d, baseline)": f"{_fmt_num(drift.get('rho_log_ratio'))}, "
+                f"{_fmt_num(drift.get('rho_baseline'))}"
+                + (" (detected)" if drift.get("detected") else ""),
+                "Outlier blocks": ", ".join(map(str, outliers["flagged"])) or "none",
+                "Reduction without outliers": _pct(without),
+                "Within-block IQR/median": ", ".join(
+                    f"{v} {_fmt_num(spread.get(v), 3)}" for v in ("baseline", "fixed")
+                ),
+                "Frequency excursions": (
+                    "not observable"
+                    if not freq.get("observable")
+                    else ", ".join(map(str, freq.get("flagged") or [])) or "none"
+                ),
             }
         )
     return pd.DataFrame(data)
+
+
+def _fmt_num(value: Any, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def notes(result: RunResult) -> list[str]:
+    """One line per diagnostic that fired, per case (empty when nothing stood out)."""
+    several = _several_lengths(result.summary)
+    return [
+        f"{input_label(row['case'], row['tokens'], several)}: {note}"
+        for row in _ordered_rows(result)
+        for note in row.get("notes") or []
+    ]
 
 
 def _micro_records(result: RunResult) -> list[dict[str, Any]]:

@@ -65,6 +65,17 @@ REPORT_CELLS = [
         plots.reduction_forest(result)
         """),
     md("""
+        ### Diagnostics
+
+        Order effect (baseline-first vs fixed-first blocks), drift over the run, outlier
+        blocks (kept, with the reduction recomputed without them), within-block spread and
+        CPU-frequency excursions. Anything that stood out is listed below the table.
+        """),
+    code("""
+        display(report.styled(report.diagnostics_table(result)))
+        print("\\n".join(report.notes(result)) or "nothing stood out")
+        """),
+    md("""
         ### Per-block distributions
 
         Each dot is one block's median host latency; a block runs baseline and fixed once each.

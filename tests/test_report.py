@@ -136,3 +136,28 @@ def test_html_export_is_self_contained(result, tmp_path):
     assert "http://" not in page and "https://" not in page
     out = write_html(result, tmp_path / "r.html")
     assert out.read_text(encoding="utf-8") == page
+
+
+def test_statistics_table_carries_the_paired_statistics(result):
+    table = report.statistics_table(result)
+    for column in ("HL estimate", "HL 95% CI", "Wilcoxon p", "MDE"):
+        assert column in table.columns
+    assert "A/A reduction" not in table.columns  # no A/A check in this run
+    with_aa = copy.deepcopy(result)
+    for row in with_aa.summary:
+        row["aa"] = {"reduction_pct": 0.1, "reduction_ci95_pct": [-1.0, 1.2]}
+        row["noise_band_pct"] = 1.2
+    table = report.statistics_table(with_aa)
+    assert set(table["A/A 95% CI"]) == {"[-1.00%, 1.20%]"}
+    assert set(table["Noise band"]) == {"1.20%"}
+
+
+def test_diagnostics_table_and_notes(result):
+    table = report.diagnostics_table(result)
+    assert list(table["Input"]) == [CASE_LABELS[c] for c in CASES]
+    assert table["Within-block IQR/median"].str.startswith("baseline ").all()
+    flagged = copy.deepcopy(result)
+    flagged.summary[1]["notes"] = ["drift: Spearman rho 0.90 with d_b, 0.80 with baseline medians"]
+    assert report.notes(flagged) == [
+        "Audio: drift: Spearman rho 0.90 with d_b, 0.80 with baseline medians"
+    ]
