@@ -67,11 +67,8 @@ class PreparedRun:
 
 
 def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
-    """Check every input (device, core, output dir, checkpoint) without writing results."""
-    if config.target != "reference":
-        raise ConfigError(
-            f"--target {config.target} is not available in this version; use --target reference"
-        )
+    """Check every input (device, core, output dir, repo and refs, checkpoint) without
+    writing results."""
     device = resolve_device(config.device)
     core = resolve_cpu_core(config.cpu_core)
     started = _utc_now()
@@ -81,6 +78,14 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         else default_output_dir(started.strftime("%Y%m%dT%H%M%SZ"))
     )
     check_output_dir(output_dir, overwrite=config.overwrite)
+    if config.target == "vllm-omni":
+        # Repository, refs and the method at each ref, before the checkpoint is read;
+        # vLLM itself is imported only when the target is built.
+        from embedbench.targets.vllm_omni import check_vllm_omni_source
+
+        check_vllm_omni_source(
+            repo=config.repo, baseline_ref=config.baseline_ref, candidate_ref=config.candidate_ref
+        )
     if config.model is None:
         model_dir = checkpoint.default_synthetic_checkpoint(progress=log)
     else:
@@ -102,6 +107,18 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
 
 def build_target(prepared: PreparedRun, table: torch.Tensor) -> Target:
     """The target named in the config, bound to the loaded table."""
+    config = prepared.config
+    if config.target == "vllm-omni":
+        from embedbench.targets.vllm_omni import build_vllm_omni_target
+
+        return build_vllm_omni_target(
+            table,
+            prepared.facts,
+            repo=config.repo,
+            baseline_ref=config.baseline_ref,
+            candidate_ref=config.candidate_ref,
+            device=prepared.device,
+        )
     return build_reference_target(table, prepared.facts)
 
 
@@ -112,9 +129,12 @@ def _metadata(prepared: PreparedRun, target: Target, freq_source: str) -> dict[s
         "status": "running",
         "target": target.name,
         "target_info": target.metadata,
-        "refs": {"baseline_ref": None, "candidate_ref": None, "checked_out_commit": None},
-        "candidate_ref": None,
-        "dirty": None,
+        # Filled by targets that read code from git (vllm-omni); None for the replica.
+        "refs": target.metadata.get(
+            "refs", {"baseline_ref": None, "candidate_ref": None, "checked_out_commit": None}
+        ),
+        "candidate_ref": target.metadata.get("candidate_ref"),
+        "dirty": target.metadata.get("dirty"),
         "versions": sysinfo.versions(),
         "device": prepared.device.type,
         "device_name": sysinfo.device_name(prepared.device),

@@ -1,0 +1,290 @@
+"""The real vLLM-Omni thinker: baseline from a git ref, candidate from the checkout.
+
+``build_vllm_omni_target`` imports ``Qwen2_5OmniThinkerForConditionalGeneration``
+from the checkout (``repo`` first on ``sys.path``) or, without ``repo``, from the
+installed ``vllm_omni`` (whose git checkout then provides the baseline). It builds
+an instance without the real ``__init__`` (``cls.__new__`` + ``nn.Module.__init__``)
+holding only what ``embed_input_ids`` touches: ``config`` (the checkpoint's
+``thinker_config`` through transformers' ``Qwen2_5OmniThinkerConfig``),
+``_has_oov_mm_tokens = False`` and a language model around the checkpoint's table.
+The two variants are the method at ``baseline_ref`` (compiled by
+:mod:`embedbench.gitsource` against the live class) and at ``candidate_ref``
+(``WORKTREE``: the live method), both bound to that instance.
+
+vLLM is imported only inside :func:`build_vllm_omni_target`, never when embedbench
+itself is imported; :func:`check_vllm_omni_source` checks the repository and refs
+without importing it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import MethodType, ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+from embedbench import gitsource
+from embedbench.checkpoint import ThinkerFacts
+from embedbench.config import WORKTREE
+from embedbench.errors import EmbedbenchError, GitSourceError
+from embedbench.sysinfo import package_version
+from embedbench.targets import Target
+from embedbench.targets.reference import ReferenceLanguageModel, tag_modality
+
+PACKAGE = "vllm_omni"
+THINKER_MODULE = "vllm_omni.model_executor.models.qwen2_5_omni.qwen2_5_omni_thinker"
+THINKER_PATH = "vllm_omni/model_executor/models/qwen2_5_omni/qwen2_5_omni_thinker.py"
+THINKER_CLASS = "Qwen2_5OmniThinkerForConditionalGeneration"
+METHOD = "embed_input_ids"
+INSTALL_HINT = (
+    "install vLLM-Omni with its dependencies (pip install vllm-omni, which needs vLLM), "
+    "or on a CPU-only machine build a venv with scripts/vllm-omni-cpu-env.sh and run "
+    "embedbench with its python"
+)
+
+
+class VllmOmniImportError(EmbedbenchError):
+    """The vLLM-Omni thinker (or vLLM, or transformers) cannot be imported."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _fail(message: str) -> VllmOmniImportError:
+    return VllmOmniImportError(_one_line(message))
+
+
+def _inside(path: str | Path | None, root: Path) -> bool:
+    if path is None:
+        return False
+    try:
+        Path(path).resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def source_repo(repo: str | Path | None) -> Path:
+    """The git work tree to read the baseline from.
+
+    ``repo`` when given; otherwise the checkout that the installed ``vllm_omni``
+    package lives in (found without importing it).
+    """
+    if repo is not None:
+        return gitsource.repo_root(repo)
+    spec = importlib.util.find_spec(PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise _fail(
+            f"vllm-omni is not importable (no module named {PACKAGE!r}); pass --repo "
+            f"YOUR_CHECKOUT or {INSTALL_HINT}"
+        )
+    location = Path(locations[0])
+    try:
+        return gitsource.repo_root(location)
+    except GitSourceError:
+        raise GitSourceError(
+            f"the installed {PACKAGE} ({location}) is not in a git checkout, so no baseline "
+            f"ref can be read; pass --repo YOUR_VLLM_OMNI_CHECKOUT"
+        ) from None
+
+
+def check_vllm_omni_source(
+    *, repo: str | Path | None, baseline_ref: str, candidate_ref: str
+) -> dict[str, Any]:
+    """Check the repository, the refs and the method at each ref, importing nothing.
+
+    Returns the repository root and the resolved SHAs. Raises ``GitSourceError`` (or
+    ``VllmOmniImportError`` when no ``repo`` is given and vllm-omni is not installed).
+    """
+    root = source_repo(repo)
+    baseline_sha = gitsource.check_method(root, baseline_ref, THINKER_PATH, THINKER_CLASS, METHOD)
+    candidate_sha = None
+    if candidate_ref != WORKTREE:
+        candidate_sha = gitsource.check_method(
+            root, candidate_ref, THINKER_PATH, THINKER_CLASS, METHOD
+        )
+    elif repo is not None and not (root / THINKER_PATH).is_file():
+        raise GitSourceError(
+            f"{THINKER_PATH} is not in the work tree of {root}; check out a vLLM-Omni revision "
+            f"that has it or pass --candidate-ref"
+        )
+    return {"repo": str(root), "baseline_sha": baseline_sha, "candidate_sha": candidate_sha}
+
+
+def _put_first_on_path(root: Path) -> bool:
+    """Put ``root`` first on ``sys.path``; True when it was not there before."""
+    entry = str(root)
+    present = entry in sys.path
+    sys.path[:] = [p for p in sys.path if p != entry]
+    sys.path.insert(0, entry)
+    return not present
+
+
+def import_thinker(root: Path | None) -> tuple[ModuleType, type]:
+    """Import the thinker module (from ``root`` when given) and return it and the class."""
+    where = f"from {root}" if root is not None else "from the installed package"
+    added = False
+    if root is not None:
+        loaded = sys.modules.get(PACKAGE)
+        if loaded is not None and not _inside(getattr(loaded, "__file__", None), root):
+            raise _fail(
+                f"{PACKAGE} is already imported in this process from {loaded.__file__}, not "
+                f"from {root}; start a fresh Python process (or kernel) for --repo {root}"
+            )
+        added = _put_first_on_path(root)
+    try:
+        module = importlib.import_module(THINKER_MODULE)
+    except Exception as exc:
+        if added:
+            sys.path[:] = [p for p in sys.path if p != str(root)]
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise _fail(
+            f"vllm-omni is not importable: import {THINKER_MODULE} {where} failed with "
+            f"{type(exc).__name__}: {detail}; {INSTALL_HINT}"
+        ) from None
+    if root is not None and not _inside(module.__file__, root):
+        raise _fail(
+            f"{THINKER_MODULE} was imported from {module.__file__}, not from --repo {root}; "
+            f"is {root} a vLLM-Omni checkout (with {THINKER_PATH})?"
+        )
+    cls = getattr(module, THINKER_CLASS, None)
+    if not isinstance(cls, type):
+        raise GitSourceError(f"{module.__file__} has no class {THINKER_CLASS} in the work tree")
+    return module, cls
+
+
+def _thinker_config(facts: ThinkerFacts) -> Any:
+    """``config`` of the shim: the checkpoint's thinker_config as transformers reads it."""
+    try:
+        from transformers.models.qwen2_5_omni.configuration_qwen2_5_omni import (
+            Qwen2_5OmniThinkerConfig,
+        )
+    except Exception as exc:
+        raise _fail(
+            f"transformers' Qwen2_5OmniThinkerConfig is not importable "
+            f"({type(exc).__name__}: {exc}); {INSTALL_HINT}"
+        ) from None
+    try:
+        config = Qwen2_5OmniThinkerConfig.from_dict(dict(facts.thinker_config))
+    except Exception as exc:
+        raise EmbedbenchError(
+            _one_line(
+                f"the checkpoint's thinker_config is not a valid Qwen2_5OmniThinkerConfig "
+                f"({type(exc).__name__}: {exc}); pass a Qwen2.5-Omni checkpoint"
+            )
+        ) from None
+    expected = {
+        "audio_token_index": facts.audio_token_id,
+        "image_token_index": facts.image_token_id,
+        "video_token_index": facts.video_token_id,
+    }
+    seen = {name: getattr(config, name, None) for name in expected}
+    if seen != expected:
+        raise EmbedbenchError(
+            _one_line(
+                f"Qwen2_5OmniThinkerConfig reads token ids {seen} from the checkpoint's "
+                f"thinker_config, which says {expected}; pass a Qwen2.5-Omni checkpoint"
+            )
+        )
+    return config
+
+
+def _modality_tagger() -> tuple[Callable[[torch.Tensor, str], torch.Tensor], str]:
+    """vLLM's own ``set_mm_embedding_modality`` when it exists, else a plain attribute."""
+    try:
+        from vllm.multimodal.utils import set_mm_embedding_modality
+    except ImportError:
+        return tag_modality, "attribute (vllm has no set_mm_embedding_modality)"
+    return set_mm_embedding_modality, "vllm.multimodal.utils.set_mm_embedding_modality"
+
+
+def _build_shim(cls: type, config: Any, language_model: nn.Module) -> Any:
+    """An instance of the real class without its ``__init__``: only what the wrapper uses."""
+    shim = cls.__new__(cls)
+    nn.Module.__init__(shim)
+    shim.config = config
+    shim._has_oov_mm_tokens = False
+    shim.language_model = language_model
+    if shim.get_language_model() is not language_model:
+        raise _fail(
+            f"{cls.__qualname__}.get_language_model() does not return the language_model "
+            f"attribute in this vLLM-Omni revision; the shim needs updating"
+        )
+    return shim
+
+
+def _thinker_file_in(module: ModuleType, root: Path) -> str:
+    """The thinker's path relative to ``root`` (the same path is read at each ref)."""
+    try:
+        return Path(module.__file__).resolve().relative_to(root.resolve()).as_posix()
+    except (TypeError, ValueError):
+        return THINKER_PATH
+
+
+def build_vllm_omni_target(
+    table: torch.Tensor,
+    facts: ThinkerFacts,
+    *,
+    repo: str | Path | None,
+    baseline_ref: str,
+    candidate_ref: str = WORKTREE,
+    device: torch.device | str = "cpu",
+) -> Target:
+    """The ``vllm-omni`` target: the real class's method at two revisions around ``table``."""
+    root = source_repo(repo)
+    module, cls = import_thinker(root if repo is not None else None)
+    path = _thinker_file_in(module, root)
+    baseline = gitsource.method_at_ref(root, baseline_ref, path, cls, METHOD)
+    candidate = gitsource.method_at_ref(root, candidate_ref, path, cls, METHOD)
+    language_model = ReferenceLanguageModel(table)
+    shim = _build_shim(cls, _thinker_config(facts), language_model)
+    tag, tag_source = _modality_tagger()
+    head = gitsource.head_commit(root)
+    dirty = gitsource.is_dirty(root)
+    package = sys.modules.get(PACKAGE)
+    metadata: dict[str, Any] = {
+        "repo": str(root),
+        "thinker_module": module.__name__,
+        "thinker_file": module.__file__,
+        "thinker_class": f"{cls.__module__}.{cls.__qualname__}",
+        "method": METHOD,
+        "source_path": path,
+        "refs": {
+            "baseline_ref": baseline_ref,
+            "baseline_sha": baseline.sha,
+            "candidate_ref": candidate_ref,
+            "candidate_sha": candidate.sha if candidate_ref != WORKTREE else head,
+            "checked_out_commit": head,
+        },
+        "candidate_ref": candidate_ref,
+        "dirty": dirty,
+        "code_filenames": {"baseline": baseline.filename, "fixed": candidate.filename},
+        "versions": {
+            "vllm": package_version("vllm"),
+            "vllm-omni": package_version("vllm-omni"),
+            "vllm_omni_module": getattr(package, "__version__", None),
+            "transformers": package_version("transformers"),
+        },
+        "modality_tag": tag_source,
+        "language_model": "ReferenceLanguageModel: F.embedding(ids.long(), table) at TP=1",
+        "device": str(torch.device(device)),
+    }
+    return Target(
+        name="vllm-omni",
+        model=shim,
+        language_model=language_model,
+        variants={
+            "baseline": MethodType(baseline.function, shim),
+            "fixed": MethodType(candidate.function, shim),
+        },
+        tag=tag,
+        metadata=metadata,
+    )

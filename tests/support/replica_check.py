@@ -1,0 +1,130 @@
+"""Replica check: the built-in reference target against the real vLLM-Omni classes.
+
+Run with the python of the vLLM-Omni CPU venv (``scripts/vllm-omni-cpu-env.sh``)::
+
+    python tests/support/replica_check.py --repo REPO --baseline-ref SHA --model CKPT \\
+        --lengths 300 1172
+
+For every case (the six of SPEC §3, an empty embedding list, and two cases with one
+embedding row too few, where both must raise the same error) and length, and for each
+variant, both targets are called on identical inputs around the same table while
+their text lookups are counted. Prints one JSON object: per row the lookup counts of
+both targets, whether the outputs are ``torch.equal`` with the same dtype and shape,
+and ``ok``. Exit code 0 when every row agrees, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import torch
+
+from embedbench import checkpoint
+from embedbench.config import WORKTREE
+from embedbench.scenarios import CASES, Scenario, build_scenario, call_variant
+from embedbench.targets import VARIANTS, Target
+from embedbench.targets.reference import build_reference_target
+from embedbench.targets.vllm_omni import build_vllm_omni_target
+from embedbench.validation import count_lookups
+
+EMPTY = "empty-list"
+# A case whose first embedding tensor lacks its last row: both targets must raise alike.
+SHORT = "-one-row-short"
+EXTRA_CASES = (EMPTY, "audio" + SHORT, "interleaved" + SHORT)
+
+
+def _scenario(case: str, tokens: int, facts: Any, hidden: int, target: Target) -> Scenario:
+    """A case of SPEC §3; the empty embedding list (a zero mask, no rows); or a case
+    with one row too few."""
+    if case == EMPTY:
+        text = build_scenario("text", tokens, token_ids=facts, hidden_size=hidden, tag=target.tag)
+        text.case = EMPTY
+        text.is_multimodal = torch.zeros(tokens, dtype=torch.bool)
+        text.multimodal_embeddings = []
+        return text
+    base = case.removesuffix(SHORT)
+    scenario = build_scenario(base, tokens, token_ids=facts, hidden_size=hidden, tag=target.tag)
+    if case.endswith(SHORT):
+        assert scenario.multimodal_embeddings
+        first = scenario.multimodal_embeddings[0]
+        modality = getattr(first, "modality", None)
+        scenario.multimodal_embeddings[0] = target.tag(first[:-1].clone(), modality)
+        scenario.case = case
+    return scenario
+
+
+def _call(target: Target, variant: str, scenario: Scenario) -> tuple[torch.Tensor | str, int]:
+    with torch.inference_mode(), count_lookups(target.language_model) as counter:
+        try:
+            out: torch.Tensor | str = call_variant(target.variants[variant], scenario)
+        except Exception as exc:  # recorded: the two targets must fail alike too
+            out = f"{type(exc).__name__}: {exc}"
+    return out, counter.count
+
+
+def _same(a: torch.Tensor | str, b: torch.Tensor | str) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    """Every (case, length, variant) on both targets; the rows and an overall ``ok``."""
+    facts = checkpoint.read_thinker_facts(args.model)
+    location = checkpoint.locate_embedding(args.model, facts)
+    table = checkpoint.load_embedding_table(location)
+    hidden = location.shape[1]
+    real = build_vllm_omni_target(
+        table,
+        facts,
+        repo=args.repo,
+        baseline_ref=args.baseline_ref,
+        candidate_ref=args.candidate_ref,
+        device="cpu",
+    )
+    replica = build_reference_target(table, facts)
+    rows = []
+    for tokens in args.lengths:
+        for case in (*CASES, *EXTRA_CASES):
+            inputs = {t.name: _scenario(case, tokens, facts, hidden, t) for t in (real, replica)}
+            for variant in VARIANTS:
+                real_out, real_calls = _call(real, variant, inputs[real.name])
+                ref_out, ref_calls = _call(replica, variant, inputs[replica.name])
+                equal = _same(real_out, ref_out)
+                rows.append(
+                    {
+                        "case": case,
+                        "tokens": tokens,
+                        "variant": variant,
+                        "calls": {"vllm-omni": real_calls, "reference": ref_calls},
+                        "equal": equal,
+                        "errors": [o for o in (real_out, ref_out) if isinstance(o, str)],
+                        "ok": equal and real_calls == ref_calls,
+                    }
+                )
+    return {
+        "ok": all(row["ok"] for row in rows),
+        "rows": rows,
+        "real": {k: real.metadata[k] for k in ("thinker_file", "refs", "versions")},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments, compare, print the JSON report; 0 when all rows agree."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--baseline-ref", required=True)
+    parser.add_argument("--candidate-ref", default=WORKTREE)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--lengths", nargs="+", type=int, default=[300, 1172])
+    args = parser.parse_args(argv)
+    report = compare(args)
+    print(json.dumps(report))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

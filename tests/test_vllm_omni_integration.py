@@ -1,0 +1,424 @@
+"""The vllm-omni target against real vLLM-Omni code, on CPU, and its one-line errors.
+
+The real-code tests run in a separate venv built (once, cached under
+``$EMBEDBENCH_CACHE``) by ``scripts/vllm-omni-cpu-env.sh``. They make a git repository
+that looks like a vLLM-Omni checkout: the whole ``vllm_omni`` package of the 0.30.0
+wheel in both commits, with the thinker file of 0.28.0 (baseline form, two lookups)
+in the first commit and of 0.30.0 (fixed form, one lookup) in the second. The whole
+package is there because ``--repo`` imports ``vllm_omni`` from the checkout, first on
+``sys.path``, as on a developer's box: a repository holding only the thinker file
+would leave ``vllm_omni`` to the installed package and never test that import. Only
+the thinker differs between the commits, so the measured change is the PR's alone.
+Both wheels are downloaded at test time into the cache, never committed.
+
+The error tests (bad repository, ref, file, class, method, source, missing vLLM)
+need no vLLM: they run in this interpreter with a small fake checkout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from embedbench import checkpoint
+from embedbench.cli import main
+from embedbench.scenarios import CASES
+from embedbench.targets.vllm_omni import THINKER_CLASS, THINKER_PATH
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_SCRIPT = ROOT / "scripts" / "vllm-omni-cpu-env.sh"
+REPLICA_CHECK = ROOT / "tests" / "support" / "replica_check.py"
+QUICK = ["--lengths", "300", "--warmup", "2", "--blocks", "6", "--iterations", "3"]
+BASELINE_VERSION = "0.28.0"
+CANDIDATE_VERSION = "0.30.0"
+BUILD_TIMEOUT_S = 1500
+RUN_TIMEOUT_S = 600
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "embedbench",
+        "GIT_AUTHOR_EMAIL": "embedbench@example.invalid",
+        "GIT_COMMITTER_NAME": "embedbench",
+        "GIT_COMMITTER_EMAIL": "embedbench@example.invalid",
+    }
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "-c", "commit.gpgsign=false", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return proc.stdout.strip()
+
+
+def _commit_all(repo: Path, message: str) -> str:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def _cannot_run(reason: str) -> None:
+    """Skip on a developer's machine that cannot build the venv; fail in CI."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+# ------------------------------------------------------------------ the real-code venv
+
+
+@pytest.fixture(scope="module")
+def omni_python() -> Path:
+    """The python of the vLLM-Omni CPU venv (built on first use, then reused)."""
+    if shutil.which("git") is None or shutil.which("flock") is None:
+        _cannot_run("git and flock are needed to build the vLLM-Omni CPU venv")
+    env = {**os.environ, "PYTHON": sys.executable}
+    try:
+        proc = subprocess.run(
+            ["bash", str(ENV_SCRIPT)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=BUILD_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        _cannot_run(f"scripts/vllm-omni-cpu-env.sh took over {BUILD_TIMEOUT_S} s")
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-4:])
+        _cannot_run(f"the vLLM-Omni CPU venv could not be built (no network?): {tail}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def _wheel(python: Path, version: str) -> Path:
+    """The vllm-omni wheel of ``version``, downloaded once into the cache."""
+    cache = checkpoint.synthetic_cache_dir() / "vllm-omni-wheels"
+    found = sorted(cache.glob(f"vllm_omni-{version}-*.whl"))
+    if found:
+        return found[0]
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        proc = subprocess.run(
+            [
+                str(python),
+                *("-m", "pip", "download", "--no-deps", "--only-binary=:all:"),
+                *("--disable-pip-version-check", "-d", tmp, f"vllm-omni=={version}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+        )
+        downloaded = sorted(Path(tmp).glob(f"vllm_omni-{version}-*.whl"))
+        if proc.returncode != 0 or not downloaded:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            _cannot_run(f"cannot download vllm-omni=={version}: {tail}")
+        target = cache / downloaded[0].name
+        os.replace(downloaded[0], target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def omni_repo(omni_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A checkout-like repository: 0.28.0's thinker in commit 1, 0.30.0's in commit 2."""
+    baseline_wheel = _wheel(omni_python, BASELINE_VERSION)
+    candidate_wheel = _wheel(omni_python, CANDIDATE_VERSION)
+    repo = tmp_path_factory.mktemp("vllm-omni-checkout")
+    with zipfile.ZipFile(candidate_wheel) as wheel:
+        members = [n for n in wheel.namelist() if n.startswith("vllm_omni/")]
+        wheel.extractall(repo, members)
+        fixed = wheel.read(THINKER_PATH)
+    with zipfile.ZipFile(baseline_wheel) as wheel:
+        baseline = wheel.read(THINKER_PATH)
+    assert baseline != fixed
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    _git(repo, "init", "-q")
+    thinker = repo / THINKER_PATH
+    thinker.write_bytes(baseline)
+    first = _commit_all(repo, f"thinker of vllm-omni {BASELINE_VERSION}")
+    thinker.write_bytes(fixed)
+    second = _commit_all(repo, f"thinker of vllm-omni {CANDIDATE_VERSION}")
+    return {"repo": str(repo), "first": first, "second": second}
+
+
+def _run_omni(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [str(python), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=RUN_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _load_json(directory: Path, name: str) -> object:
+    return json.loads((directory / name).read_text())
+
+
+def test_real_thinker_baseline_from_git_candidate_from_checkout(
+    omni_python, omni_repo, small_checkpoint, tmp_path
+):
+    out = tmp_path / "out"
+    proc = _run_omni(
+        omni_python,
+        "-m",
+        "embedbench",
+        "run",
+        "--target",
+        "vllm-omni",
+        "--repo",
+        omni_repo["repo"],
+        "--baseline-ref",
+        omni_repo["first"],
+        "--model",
+        str(small_checkpoint),
+        *QUICK,
+        "--output-dir",
+        str(out),
+        "--no-progress",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    validation = _load_json(out, "validation.json")
+    assert {row["case"] for row in validation} == set(CASES)
+    for row in validation:
+        expected = (
+            {"baseline": 1, "fixed": 1} if row["case"] == "text" else {"baseline": 2, "fixed": 1}
+        )
+        assert row["calls"] == expected, row
+        assert row["torch_equal"] is True and row["ok"] is True, row
+
+    meta = _load_json(out, "metadata.json")
+    assert meta["target"] == "vllm-omni" and meta["status"] == "complete"
+    assert meta["refs"] == {
+        "baseline_ref": omni_repo["first"],
+        "baseline_sha": omni_repo["first"],
+        "candidate_ref": "WORKTREE",
+        "candidate_sha": omni_repo["second"],
+        "checked_out_commit": omni_repo["second"],
+    }
+    assert meta["candidate_ref"] == "WORKTREE" and meta["dirty"] is False
+    assert meta["versions"]["vllm"] == "0.30.0"
+    assert meta["versions"]["vllm-omni"] == CANDIDATE_VERSION
+    assert meta["versions"]["transformers"].startswith(("5.13.", "5.14."))
+    info = meta["target_info"]
+    assert info["thinker_file"] == str(Path(omni_repo["repo"]) / THINKER_PATH)
+    assert info["code_filenames"]["baseline"].startswith(f"<git {omni_repo['first']}:")
+    assert info["modality_tag"] == "vllm.multimodal.utils.set_mm_embedding_modality"
+    summary = _load_json(out, "summary.json")
+    assert all(row["valid"] and row["blocks"] == 6 for row in summary)
+
+
+def test_real_thinker_candidate_from_a_git_ref(omni_python, omni_repo, small_checkpoint, tmp_path):
+    out = tmp_path / "out"
+    proc = _run_omni(
+        omni_python,
+        "-m",
+        "embedbench",
+        "run",
+        "--target",
+        "vllm-omni",
+        "--repo",
+        omni_repo["repo"],
+        "--baseline-ref",
+        "HEAD~1",
+        "--candidate-ref",
+        "HEAD",
+        "--cases",
+        "text",
+        "interleaved",
+        "--model",
+        str(small_checkpoint),
+        *QUICK,
+        "--output-dir",
+        str(out),
+        "--no-progress",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    calls = {row["case"]: row["calls"] for row in _load_json(out, "validation.json")}
+    assert calls == {
+        "text": {"baseline": 1, "fixed": 1},
+        "interleaved": {"baseline": 2, "fixed": 1},
+    }
+    refs = _load_json(out, "metadata.json")["refs"]
+    assert refs["baseline_sha"] == omni_repo["first"]
+    assert refs["candidate_ref"] == "HEAD" and refs["candidate_sha"] == omni_repo["second"]
+
+
+def test_replica_matches_the_real_classes_bit_for_bit(omni_python, omni_repo, small_checkpoint):
+    proc = _run_omni(
+        omni_python,
+        str(REPLICA_CHECK),
+        "--repo",
+        omni_repo["repo"],
+        "--baseline-ref",
+        omni_repo["first"],
+        "--model",
+        str(small_checkpoint),
+        "--lengths",
+        "300",
+        "1172",
+    )
+    # vLLM logs to stdout on import: the report is the last line.
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    wrong = [row for row in report["rows"] if not row["ok"]]
+    assert proc.returncode == 0 and not wrong, wrong
+    assert {row["case"] for row in report["rows"]} >= set(CASES)
+    assert len(report["rows"]) == 2 * 2 * (len(CASES) + 3)
+
+
+# ------------------------------------------------------------- one-line errors (no vLLM)
+
+FAKE_THINKER = f"""\
+from vllm.config import VllmConfig  # not installed in the test venv
+
+
+class {THINKER_CLASS}:
+    def embed_input_ids(self, input_ids, multimodal_embeddings=None, *, is_multimodal=None):
+        return super().embed_input_ids(input_ids)
+"""
+
+
+@pytest.fixture
+def fake_repo(tmp_path: Path) -> dict[str, str]:
+    """Commits: no thinker; no class; no method; a syntax error; a good one (HEAD)."""
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "README.md").write_text("fake vLLM-Omni checkout\n")
+    refs = {"repo": str(repo), "no_file": _commit_all(repo, "no thinker")}
+    thinker = repo / THINKER_PATH
+    thinker.parent.mkdir(parents=True)
+    package = thinker.parent
+    while package != repo:
+        (package / "__init__.py").write_text("")
+        package = package.parent
+    thinker.write_text("class SomethingElse:\n    pass\n")
+    refs["no_class"] = _commit_all(repo, "no thinker class")
+    thinker.write_text(f"class {THINKER_CLASS}:\n    def forward(self):\n        pass\n")
+    refs["no_method"] = _commit_all(repo, "no embed_input_ids")
+    thinker.write_text(FAKE_THINKER.replace("multimodal_embeddings=None, *", "*, *"))
+    refs["syntax"] = _commit_all(repo, "does not compile")
+    thinker.write_text(FAKE_THINKER)
+    refs["good"] = _commit_all(repo, "good")
+    return refs
+
+
+def _refused(capsys, argv: list[str], out: Path) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("embedbench: error:"), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert not out.exists()
+    return err
+
+
+def _omni_argv(repo: str, ref: str, model: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "run",
+        "--target",
+        "vllm-omni",
+        "--repo",
+        repo,
+        "--baseline-ref",
+        ref,
+        "--model",
+        str(model),
+        *QUICK,
+        "--output-dir",
+        str(out),
+        *extra,
+    ]
+
+
+ERRORS = {
+    "not a git repository": (None, "is not a git repository"),
+    "unknown ref": ("01a2f93256975c7ff9565c5414b0fe0225bc4765", "fetch origin 01a2f932569"),
+    "file missing at ref": ("no_file", f"{THINKER_PATH} does not exist at"),
+    "class missing at ref": ("no_class", f"class {THINKER_CLASS} is not defined"),
+    "method missing at ref": ("no_method", "has no method embed_input_ids"),
+    "method does not compile": ("syntax", "does not compile"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_bad_repo_or_ref_is_one_line_before_anything_loads(
+    name, fake_repo, small_checkpoint, tmp_path, capsys
+):
+    ref_key, fragment = ERRORS[name]
+    repo = fake_repo["repo"]
+    if ref_key is None:
+        repo = str(tmp_path / "not-a-repo")
+        Path(repo).mkdir()
+        ref = "HEAD"
+    else:
+        ref = fake_repo.get(ref_key, ref_key)
+    out = tmp_path / "out"
+    err = _refused(capsys, _omni_argv(repo, ref, small_checkpoint, out), out)
+    assert fragment in err, err
+
+
+def test_option_like_ref_is_refused(fake_repo, small_checkpoint, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = _omni_argv(fake_repo["repo"], "HEAD", small_checkpoint, out)
+    at = argv.index("--baseline-ref")
+    argv[at : at + 2] = ["--baseline-ref=--output=/tmp/x"]
+    err = _refused(capsys, argv, out)
+    assert "must not start with '-'" in err
+
+
+def test_candidate_ref_is_checked_too(fake_repo, small_checkpoint, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = _omni_argv(
+        fake_repo["repo"], fake_repo["good"], small_checkpoint, out, "--candidate-ref", "nope"
+    )
+    assert "git -C" in _refused(capsys, argv, out)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is not None, reason="needs an interpreter without vLLM"
+)
+def test_vllm_omni_not_importable_says_which_import_and_how_to_install(
+    fake_repo, small_checkpoint, tmp_path
+):
+    out = tmp_path / "out"
+    argv = _omni_argv(fake_repo["repo"], fake_repo["good"], small_checkpoint, out)
+    proc = subprocess.run(
+        [sys.executable, "-m", "embedbench", *argv],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "vllm-omni is not importable" in proc.stderr
+    assert "ModuleNotFoundError: No module named 'vllm'" in proc.stderr
+    assert "pip install vllm-omni" in proc.stderr
+    assert "scripts/vllm-omni-cpu-env.sh" in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm_omni") is not None,
+    reason="needs an interpreter without vllm-omni installed",
+)
+def test_no_repo_and_no_installed_vllm_omni(small_checkpoint, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = _omni_argv("x", "HEAD", small_checkpoint, out)
+    del argv[argv.index("--repo") : argv.index("--repo") + 2]
+    err = _refused(capsys, argv, out)
+    assert "vllm-omni is not importable" in err and "--repo" in err
