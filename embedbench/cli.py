@@ -23,7 +23,7 @@ from embedbench.config import (
     parse_int,
 )
 from embedbench.errors import EmbedbenchError
-from embedbench.report import pr_table, statistics_table, to_pr_markdown
+from embedbench.report import busy_label, pr_table, statistics_table, to_pr_markdown
 from embedbench.results import RunResult, check_results_dir, load_results, write_json_atomic
 from embedbench.scenarios import CASES
 
@@ -117,6 +117,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def print_report(result: RunResult) -> None:
     """The PR table, then the statistics table, on stdout."""
     print(to_pr_markdown(pr_table(result)))
+    if busy_label(result):
+        print(f"\n> {busy_label(result)}")
     print()
     print(statistics_table(result).to_markdown(index=False))
     failed = [r for r in result.validation if not r.get("ok")]

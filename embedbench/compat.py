@@ -49,8 +49,8 @@ def upgrade_metadata(original: dict[str, Any]) -> dict[str, Any]:
         "embedding": {"shape": original.get("embedding_shape"), "dtype": original.get("dtype")},
         "cpu_frequency_source": "recorded by the original script (sysfs or /proc/cpuinfo)",
         "synthetic": False,
-        "start_time": _iso(original.get("start_time")),
-        "end_time": _iso(original.get("end_time")),
+        "started_at": _iso(original.get("start_time")),
+        "ended_at": _iso(original.get("end_time")),
     }
 
 

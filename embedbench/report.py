@@ -294,10 +294,12 @@ def failed_validations(result: RunResult) -> list[str]:
 
 
 def banner_html(result: RunResult) -> str:
-    """A red banner for failed validations or an unfinished run; a quiet line otherwise."""
+    """A red banner for failed validations, an unfinished run or a busy core."""
     problems = failed_validations(result)
     if result.status not in ("complete",):
         problems.insert(0, f"run status: {result.status} (results may be incomplete)")
+    if busy_label(result):
+        problems.append(f"{busy_label(result)}: the numbers may carry other work's noise")
     if not problems:
         return (
             '<div style="color:#1a7f37">All validations passed: lookup counts as expected, '
@@ -306,8 +308,18 @@ def banner_html(result: RunResult) -> str:
     items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
     return (
         '<div style="background:#d1242f;color:white;padding:8px 12px;border-radius:4px">'
-        f"<b>VALIDATION FAILED or run incomplete</b><ul>{items}</ul></div>"
+        f"<b>Read with care: validation failed, run incomplete or core busy</b>"
+        f"<ul>{items}</ul></div>"
     )
+
+
+def _ref(ref: Any, sha: Any) -> Any:
+    return ref if not sha or sha == ref else f"{ref} ({sha})"
+
+
+def busy_label(result: RunResult) -> str | None:
+    """The label of a run measured on a busy core with --allow-busy, else None."""
+    return result.metadata.get("busy_core") or None
 
 
 def provenance_table(result: RunResult) -> pd.DataFrame:
@@ -319,8 +331,9 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     items = [
         ("status", m.get("status")),
         ("target", m.get("target")),
-        ("baseline ref", refs.get("baseline_ref")),
-        ("candidate ref", refs.get("candidate_ref")),
+        ("baseline ref", _ref(refs.get("baseline_ref"), refs.get("baseline_sha"))),
+        ("candidate ref", _ref(refs.get("candidate_ref"), refs.get("candidate_sha"))),
+        ("work tree dirty", m.get("dirty")),
         ("device", f"{m.get('device')} ({m.get('device_name')})"),
         ("cpu core", m.get("cpu_core")),
         ("cpu frequency source", m.get("cpu_frequency_source")),
@@ -338,8 +351,9 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
             "vllm / vllm-omni / transformers",
             " / ".join(str(versions.get(k)) for k in ("vllm", "vllm-omni", "transformers")),
         ),
-        ("started", m.get("start_time")),
-        ("ended", m.get("end_time")),
+        ("busy core", m.get("busy_core") or "no"),
+        ("started", m.get("started_at")),
+        ("ended", m.get("ended_at")),
     ]
     return pd.DataFrame(
         [{"field": k, "value": "" if v is None else str(v)} for k, v in items]

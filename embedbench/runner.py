@@ -24,14 +24,23 @@ from embedbench import checkpoint, stats, summary, sysinfo
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError
+from embedbench.hostlock import host_lock
 from embedbench.interrupts import RunInterrupted, stop_requests
-from embedbench.isolation import isolated, resolve_cpu_core
+from embedbench.isolation import (
+    ContentionReading,
+    allowed_cores,
+    check_contention,
+    isolated,
+    resolve_cpu_core,
+)
 from embedbench.results import ResultsWriter, RunResult, check_output_dir
 from embedbench.scenarios import build_scenario, call_variant
 from embedbench.targets import VARIANTS, Target
 from embedbench.targets.reference import build_reference_target
 from embedbench.timing import (
+    AA_SCOPE,
     METRIC_ORDER,
+    MICRO_SCOPE,
     BlockRecord,
     calls_per_pair,
     derive_seed,
@@ -122,27 +131,41 @@ def build_target(prepared: PreparedRun, table: torch.Tensor) -> Target:
     return build_reference_target(table, prepared.facts)
 
 
-def _metadata(prepared: PreparedRun, target: Target, freq_source: str) -> dict[str, Any]:
+def _metadata(
+    prepared: PreparedRun, target: Target, freq_source: str, contention: ContentionReading
+) -> dict[str, Any]:
     config = prepared.config
     vocab, hidden = prepared.location.shape
+    refs = target.metadata.get(
+        "refs", {"baseline_ref": None, "candidate_ref": None, "checked_out_commit": None}
+    )
+    versions = sysinfo.versions()
     return {
         "status": "running",
         "target": target.name,
         "target_info": target.metadata,
         # Filled by targets that read code from git (vllm-omni); None for the replica.
-        "refs": target.metadata.get(
-            "refs", {"baseline_ref": None, "candidate_ref": None, "checked_out_commit": None}
-        ),
+        "refs": refs,
         "candidate_ref": target.metadata.get("candidate_ref"),
         "dirty": target.metadata.get("dirty"),
-        "versions": sysinfo.versions(),
+        "versions": versions,
         "device": prepared.device.type,
         "device_name": sysinfo.device_name(prepared.device),
         "host": sysinfo.host_facts(),
+        "provenance": sysinfo.provenance(
+            prepared.cpu_core,
+            prepared.device,
+            prepared.model_dir,
+            prepared.location.shard,
+            checkpoint.EMBEDDING_KEY,
+        ),
         "cpu_core": prepared.cpu_core,
         "cpu_frequency_source": freq_source,
-        "contention": None,
+        "contention": contention.to_json(),
+        "contention_checks": [{"before": "run", **contention.to_json()}],
+        "busy_core": contention.label,
         "allow_busy": config.allow_busy,
+        "aa_check": config.aa_check,
         "seed": config.seed,
         "warmup": config.warmup,
         "blocks": config.blocks,
@@ -162,7 +185,19 @@ def _metadata(prepared: PreparedRun, target: Target, freq_source: str) -> dict[s
         "metric_order": list(METRIC_ORDER),
         "environment": sysinfo.allowed_environment(),
         "config": config.to_json(),
-        "start_time": prepared.started.isoformat(),
+        # The original script's top-level fields, for whoever reads its output.
+        "baseline_ref": refs.get("baseline_ref"),
+        "checkout": refs.get("checked_out_commit"),
+        "torch": versions.get("torch"),
+        "vllm": versions.get("vllm"),
+        "transformers": versions.get("transformers"),
+        "gpu": sysinfo.device_name(prepared.device) if prepared.device.type == "cuda" else None,
+        "torch_cpu_threads": 1,
+        "embedding_shape": [vocab, hidden],
+        "dtype": "bfloat16",
+        "input_ids_dtype": "int32",
+        "start_time": prepared.started.timestamp(),
+        "started_at": prepared.started.isoformat(),
         "end_time": None,
     }
 
@@ -176,31 +211,91 @@ def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
         bar.close()
 
 
+@dataclass
+class _Measurement:
+    """What every case of one run shares while it is measured."""
+
+    prepared: PreparedRun
+    target: Target
+    writer: ResultsWriter
+    sync: Callable[[], None]
+    read_mhz: Callable[[], float | None]
+    advance: Callable[[int], None]
+    check_stop: Callable[[], None]
+    affinity: list[int]
+
+    def recheck_contention(self, case: str, tokens: int) -> ContentionReading:
+        """The guard again before a case (a busy core refuses the rest of the run)."""
+        reading = check_contention(
+            self.prepared.cpu_core,
+            allow_busy=self.prepared.config.allow_busy,
+            candidates=self.affinity,
+        )
+        checks = self.writer.metadata["contention_checks"]
+        self.writer.update_metadata(
+            contention_checks=[*checks, {"before": f"{case}@{tokens}", **reading.to_json()}],
+            busy_core=self.writer.metadata["busy_core"] or reading.label,
+        )
+        return reading
+
+
+def calls_per_case(config: RunConfig) -> int:
+    """Warm-up and timed calls of one case (twice that with the A/A check)."""
+    calls = calls_per_pair(config.warmup, config.blocks, config.iterations)
+    return 2 * calls if config.aa_check else calls
+
+
 def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunResult:
-    """Measure every case and length of ``config``; write and return the results."""
+    """Measure every case and length of ``config``; write and return the results.
+
+    Refuses (``EmbedbenchError``) before writing anything when an input is bad, when
+    another embedbench run holds the host lock, or when the pinned core is busy.
+    """
     prepared = prepare(config, log=log)
-    table = checkpoint.load_embedding_table(prepared.location, device=prepared.device)
-    target = build_target(prepared, table)
-    sync = sync_for(prepared.device)
-    freq_source, read_mhz = sysinfo.cpu_frequency_reader(prepared.cpu_core)
-    writer = ResultsWriter(prepared.output_dir, _metadata(prepared, target, freq_source))
-    log(f"writing results to {prepared.output_dir}")
+    with host_lock() as lock:
+        affinity = allowed_cores()
+        contention = check_contention(
+            prepared.cpu_core, allow_busy=config.allow_busy, candidates=affinity
+        )
+        if contention.label:
+            log(f"warning: {contention.label}")
+        table = checkpoint.load_embedding_table(prepared.location, device=prepared.device)
+        target = build_target(prepared, table)
+        freq_source, read_mhz = sysinfo.cpu_frequency_reader(prepared.cpu_core)
+        metadata = _metadata(prepared, target, freq_source, contention)
+        writer = ResultsWriter(prepared.output_dir, {**metadata, "host_lock": lock.to_json()})
+        log(f"writing results to {prepared.output_dir}")
+        return _measure_all(prepared, target, writer, read_mhz, affinity, progress)
+
+
+def _measure_all(
+    prepared: PreparedRun,
+    target: Target,
+    writer: ResultsWriter,
+    read_mhz: Callable[[], float | None],
+    affinity: list[int],
+    progress: bool,
+) -> RunResult:
+    config = prepared.config
     pairs = [(tokens, case) for tokens in config.lengths for case in config.cases]
-    total = len(pairs) * calls_per_pair(config.warmup, config.blocks, config.iterations)
     completed: list[str] = []
     try:
         with (
             stop_requests() as stop,
             isolated(prepared.cpu_core) as state,
-            _progress_bar(total, progress) as advance,
+            _progress_bar(len(pairs) * calls_per_case(config), progress) as advance,
         ):
+            sync = sync_for(prepared.device)
             writer.update_metadata(threads=state.to_json())
             floor = measure_timer_floor(device=prepared.device.type, sync=sync, read_mhz=read_mhz)
             writer.add_records([r.to_json() for r in floor])
-            for tokens, case in pairs:
-                _measure_case(
-                    prepared, target, writer, case, tokens, sync, read_mhz, advance, stop.check
-                )
+            session = _Measurement(
+                prepared, target, writer, sync, read_mhz, advance, stop.check, affinity
+            )
+            for index, (tokens, case) in enumerate(pairs):
+                if index:
+                    session.recheck_contention(case, tokens)
+                _measure_case(session, case, tokens)
                 completed.append(f"{case}@{tokens}")
                 _release_memory(prepared.device)
     except KeyboardInterrupt as exc:  # also RunInterrupted, raised between blocks
@@ -219,8 +314,13 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
 
 
 def _finish(writer: ResultsWriter, status: str, completed: list[str], **fields: Any) -> None:
+    ended = _utc_now()
     writer.update_metadata(
-        status=status, completed_cases=completed, end_time=_utc_now().isoformat(), **fields
+        status=status,
+        completed_cases=completed,
+        end_time=ended.timestamp(),
+        ended_at=ended.isoformat(),
+        **fields,
     )
 
 
@@ -231,17 +331,37 @@ def _release_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def _measure_case(
-    prepared: PreparedRun,
-    target: Target,
-    writer: ResultsWriter,
+def _time_pair(
+    session: _Measurement,
+    variants: dict[str, Callable[[], Any]],
     case: str,
     tokens: int,
-    sync: Callable[[], None],
-    read_mhz: Callable[[], float | None],
-    advance: Callable[[int], None],
-    check_stop: Callable[[], None],
-) -> None:
+    seed: int,
+    scope: str,
+) -> list[dict[str, Any]]:
+    config = session.prepared.config
+    records = measure_pair(
+        variants,
+        case=case,
+        tokens=tokens,
+        warmup=config.warmup,
+        blocks=config.blocks,
+        iterations=config.iterations,
+        seed=seed,
+        device=session.prepared.device.type,
+        sync=session.sync,
+        read_mhz=session.read_mhz,
+        progress=session.advance,
+        check_stop=session.check_stop,
+        scope=scope,
+    )
+    rows = [r.to_json() for r in records]
+    session.writer.add_records(rows)
+    return rows
+
+
+def _measure_case(session: _Measurement, case: str, tokens: int) -> None:
+    prepared, target, writer = session.prepared, session.target, session.writer
     config = prepared.config
     scenario = build_scenario(
         case,
@@ -253,39 +373,32 @@ def _measure_case(
     )
     check = validate_scenario(target, scenario)
     writer.add_validation(check.to_json())
-    seed = derive_seed(config.seed, case, tokens)
-    calls = calls_per_pair(config.warmup, config.blocks, config.iterations)
     if not check.ok:
-        advance(calls)
+        session.advance(calls_per_case(config))
         writer.add_summary(summary.invalid_row(case, tokens))
         return
-    variants = {
+    calls = {
         name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
     }
+    seed = derive_seed(config.seed, case, tokens)
     try:
-        records = measure_pair(
-            variants,
-            case=case,
-            tokens=tokens,
-            warmup=config.warmup,
-            blocks=config.blocks,
-            iterations=config.iterations,
-            seed=seed,
-            device=prepared.device.type,
-            sync=sync,
-            read_mhz=read_mhz,
-            progress=advance,
-            check_stop=check_stop,
-        )
+        rows = _time_pair(session, calls, case, tokens, seed, MICRO_SCOPE)
+        aa = None
+        if config.aa_check:  # the baseline against itself, under both labels
+            aa_seed = derive_seed(config.seed, case, tokens, AA_SCOPE)
+            same = {"baseline": calls["baseline"], "fixed": calls["baseline"]}
+            aa = summary.aa_summary(
+                _time_pair(session, same, case, tokens, aa_seed, AA_SCOPE), seed=aa_seed
+            )
     except Exception as exc:  # a crash inside a wrapper: record it, go on with the next case
         message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         writer.add_summary(
             summary.invalid_row(case, tokens, error=f"crashed while timing: {message}")
         )
         return
-    rows = [r.to_json() for r in records]
-    writer.add_records(rows)
-    writer.add_summary(summary.summary_row(case, tokens, rows, seed=seed))
+    row = summary.summary_row(case, tokens, rows, seed=seed, aa=aa)
+    busy = writer.metadata.get("busy_core")
+    writer.add_summary({**row, "busy_core": busy} if busy else row)
 
 
 @dataclass
@@ -299,6 +412,7 @@ class PairedResult:
     seed: int
     records: list[BlockRecord] = field(repr=False)
     timer_floor: list[BlockRecord] = field(repr=False)
+    statistics: stats.PairSummary | None = field(default=None, repr=False)
 
 
 def paired_benchmark(
@@ -352,4 +466,5 @@ def paired_benchmark(
         schedule_seed,
         records,
         floor,
+        pair,
     )

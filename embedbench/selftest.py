@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from embedbench import stats
-from embedbench.summary import blocks_by_variant
 
 TOLERANCE = 0.15
 
@@ -160,8 +159,7 @@ def run_selftest(
         cpu_core=cpu_core,
         seed=seed,
     )
-    host_blocks = blocks_by_variant([r.to_json() for r in result.records], 0)
-    summary = stats.summarize_pair(host_blocks["baseline"], host_blocks["fixed"], seed=result.seed)
+    summary = result.statistics
     floor = [[s[0] for s in r.samples_us] for r in result.timer_floor]
     resolution = stats.median_of_block_medians(floor) if floor else 0.0
     judged = evaluate(

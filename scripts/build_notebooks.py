@@ -130,6 +130,7 @@ RUN = new_notebook(
             output_dir: Optional[str] = None  # results dir; None: ./embedbench-results/UTC-time
             overwrite: bool = False  # replace results already in output_dir
             allow_busy: bool = False  # measure even on a busy core (results are labelled)
+            aa_check: bool = False  # also time each baseline against itself (A/A noise floor)
             """),
         md("""
             ## Parameters and environment
@@ -142,6 +143,7 @@ RUN = new_notebook(
                 candidate_ref=candidate_ref, cpu_core=cpu_core, lengths=lengths, cases=cases,
                 warmup=warmup, blocks=blocks, iterations=iterations, device=device, seed=seed,
                 output_dir=output_dir, overwrite=overwrite, allow_busy=allow_busy,
+                aa_check=aa_check,
             )
             display(report.styled(report.config_table(config)))
             report.styled(report.environment_table())

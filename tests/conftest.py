@@ -1,5 +1,7 @@
 """Shared fixtures: a small synthetic checkpoint with the real vocabulary and token ids."""
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -7,6 +9,10 @@ import pytest
 from embedbench import checkpoint
 
 SMALL_HIDDEN = 32
+
+# Runs take a host-wide lock; a private lock dir keeps this test session (and the
+# subprocesses it starts) from colliding with another session on the same machine.
+os.environ["EMBEDBENCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="embedbench-test-lock-")
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +36,7 @@ def small_run_dir(small_checkpoint: Path, tmp_path_factory: pytest.TempPathFacto
         blocks=6,
         iterations=3,
         output_dir=str(out),
+        allow_busy=True,
     )
     run(config, progress=False, log=lambda _message: None)
     return out

@@ -52,6 +52,7 @@ def test_signal_mid_run_leaves_valid_files_marked_interrupted(small_checkpoint, 
             "--output-dir",
             str(out),
             "--no-progress",
+            "--allow-busy",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -117,6 +118,7 @@ def test_a_crash_inside_a_wrapper_is_recorded_and_the_run_goes_on(
             "--output-dir",
             str(out),
             "--no-progress",
+            "--allow-busy",
         ]
     )
     assert code == 1
@@ -144,6 +146,7 @@ def test_the_isolation_is_restored_when_a_run_fails(small_checkpoint, tmp_path, 
 
     monkeypatch.setattr(runner_module, "measure_timer_floor", broken_floor)
     config = RunConfig(
+        allow_busy=True,
         model=str(small_checkpoint),
         lengths=300,
         warmup=1,

@@ -63,11 +63,13 @@ def test_validation_table_and_banner(result):
     table = report.validation_table(result)
     assert table["OK"].all()
     assert table.loc[table["Input"] == "Audio", "Baseline lookups"].item() == "2 (expected 2)"
-    assert "All validations passed" in report.banner_html(result)
+    quiet = copy.deepcopy(result)
+    quiet.metadata["busy_core"] = None  # the fixture may run on a busy machine
+    assert "All validations passed" in report.banner_html(quiet)
     broken = copy.deepcopy(result)
     broken.validation[1] = {**broken.validation[1], "ok": False, "mismatch": {"lookups": 3}}
     banner = report.banner_html(broken)
-    assert "VALIDATION FAILED" in banner and "#d1242f" in banner and "Audio" in banner
+    assert "validation failed" in banner and "#d1242f" in banner and "Audio" in banner
     interrupted = copy.deepcopy(result)
     interrupted.metadata["status"] = "interrupted"
     assert "interrupted" in report.banner_html(interrupted)

@@ -1,0 +1,166 @@
+"""The run-level guards: a busy pinned core, a second concurrent run, the A/A check,
+and that no secret from the environment reaches any output."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+import pytest
+
+from embedbench import load_results, report
+from embedbench.hostlock import host_lock
+from embedbench.isolation import allowed_cores
+from embedbench.scenarios import CASES
+
+QUICK = ["--lengths", "300", "--warmup", "2", "--blocks", "6", "--iterations", "3"]
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+SPIN = "import os, sys; os.sched_setaffinity(0, {%d}); print('ready', flush=True)\nwhile True: pass"
+
+
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "embedbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def test_a_busy_pinned_core_is_refused_before_anything_is_written(small_checkpoint, tmp_path):
+    cores = allowed_cores()
+    if len(cores) < 2:
+        pytest.skip("needs two allowed cores: one to load, one for the test")
+    busy_core = cores[-1]
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", SPIN % busy_core], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert spinner.stdout.readline().strip() == "ready"
+        out = tmp_path / "out"
+        proc = _run(
+            "run",
+            "--model",
+            str(small_checkpoint),
+            *QUICK,
+            "--cpu-core",
+            str(busy_core),
+            "--output-dir",
+            str(out),
+        )
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"cpu core {busy_core} is" in proc.stderr and "--allow-busy" in proc.stderr
+    assert not out.exists()
+
+
+def test_a_second_concurrent_run_is_refused_with_the_holders_pid(small_checkpoint, tmp_path):
+    out = tmp_path / "out"
+    with host_lock():
+        proc = _run(
+            "run",
+            "--model",
+            str(small_checkpoint),
+            *QUICK,
+            "--allow-busy",
+            "--output-dir",
+            str(out),
+        )
+    assert proc.returncode == 2, proc.stderr
+    assert f"pid {os.getpid()}" in proc.stderr and proc.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+def test_aa_check_reports_the_noise_floor_beside_each_case(small_checkpoint, tmp_path):
+    out = tmp_path / "out"
+    proc = _run(
+        "run",
+        "--model",
+        str(small_checkpoint),
+        *QUICK,
+        "--allow-busy",
+        "--aa",
+        "--output-dir",
+        str(out),
+        "--no-progress",
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = load_results(out)
+    assert result.metadata["aa_check"] is True
+    for row in result.summary:
+        aa = row["aa"]
+        low, high = aa["reduction_ci95_pct"]
+        assert low <= aa["reduction_pct"] <= high
+        assert row["noise_band_pct"] == aa["noise_band_pct"] >= 0
+    aa_records = [r for r in result.records if r["scope"] == "aa_check"]
+    assert len(aa_records) == len(CASES) * 6 * 2
+    assert "A/A 95% CI" in report.statistics_table(result).columns
+    assert "A/A 95% CI" in proc.stdout
+
+
+SECRETS = {
+    "HF_TOKEN": "hf_FAKE0123456789secret",
+    "AWS_SECRET_ACCESS_KEY": "FAKEawsSECRETkey0123456789",
+    "GITHUB_TOKEN": "ghp_FAKE0123456789token",
+    "VLLM_API_KEY": "FAKEvllmAPIkey42",
+}
+
+
+def _assert_no_secret(text: str, where: str) -> None:
+    for name, value in SECRETS.items():
+        assert value not in text, f"{name} leaked into {where}"
+
+
+def test_no_secret_reaches_any_output_file_or_notebook(small_checkpoint, tmp_path, monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    out = tmp_path / "out"
+    proc = _run(
+        "run",
+        "--model",
+        str(small_checkpoint),
+        *QUICK,
+        "--allow-busy",
+        "--output-dir",
+        str(out),
+        "--no-progress",
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr
+    _assert_no_secret(proc.stdout + proc.stderr, "the CLI output")
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["environment"] == {"OMP_NUM_THREADS": "1"}
+    for path in out.iterdir():
+        _assert_no_secret(path.read_text(), path.name)
+    html = tmp_path / "r.html"
+    assert _run("report", str(out), "--html", str(html)).returncode == 0
+    _assert_no_secret(html.read_text(), "the HTML report")
+
+    executed = tmp_path / "run.ipynb"
+    pm.execute_notebook(
+        str(NOTEBOOKS / "run.ipynb"),
+        str(executed),
+        kernel_name="python3",
+        progress_bar=False,
+        parameters={
+            "model": str(small_checkpoint),
+            "lengths": 300,
+            "warmup": 1,
+            "blocks": 2,
+            "iterations": 2,
+            "allow_busy": True,
+            "output_dir": str(tmp_path / "nb"),
+        },
+    )
+    text = executed.read_text()
+    assert "OMP_NUM_THREADS" in text  # the allow-listed variable is shown ...
+    _assert_no_secret(text, "the executed notebook")  # ... and no secret is
+    nbformat.validate(nbformat.read(executed, as_version=4))
