@@ -231,6 +231,8 @@ def main(argv: list[str]) -> int:
     """Write the notebooks, or with --check report the ones that differ."""
     stale = []
     for name, nb in NOTEBOOK_SOURCES.items():
+        for index, cell in enumerate(nb.cells):  # stable ids keep the committed diffs small
+            cell.id = f"{name.removesuffix('.ipynb')}-{index:02d}"
         nbf.validate(nb)
         path = NOTEBOOKS / name
         if "--check" not in argv:
