@@ -9,25 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import QUICK
 from safetensors.torch import save_file
 
 from embedbench import checkpoint
 from embedbench import results as results_module
 from embedbench.cli import main
 
-# --allow-busy: these tests check structure, not numbers, and must not depend on a quiet
-# machine; the contention guard has its own tests.
-QUICK = [
-    "--lengths",
-    "300",
-    "--warmup",
-    "2",
-    "--blocks",
-    "6",
-    "--iterations",
-    "3",
-    "--allow-busy",
-]
 OLD_RUN = {"metadata.json": '{"old": true}\n', "summary.json": '["previous run"]\n'}
 
 

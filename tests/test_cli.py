@@ -4,25 +4,14 @@ import json
 import subprocess
 import sys
 
+from helpers import QUICK
+
 from embedbench import checkpoint
 from embedbench.results import RESULT_FILES, load_results
 from embedbench.scenarios import CASE_LABELS, CASES
 from embedbench.validation import EXPECTED_LOOKUPS
 
 PR_HEADER = "| Input | Before (μs) | After (μs) | Host latency reduction |"
-# --allow-busy: these tests check structure, not numbers, and must not depend on a quiet
-# machine; the contention guard has its own tests.
-QUICK = [
-    "--lengths",
-    "300",
-    "--warmup",
-    "2",
-    "--blocks",
-    "6",
-    "--iterations",
-    "3",
-    "--allow-busy",
-]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
 import sys
 import traceback
 from pathlib import Path
 from types import MethodType, ModuleType
 
 import pytest
+from helpers import git
 
 from embedbench import gitsource
 from embedbench.errors import EmbedbenchError, GitSourceError
@@ -53,32 +52,14 @@ class Greeter(Base):
 '''
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "-c", "commit.gpgsign=false", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return proc.stdout.strip()
-
-
 def _commit(repo: Path, files: dict[str, str], message: str) -> str:
     for rel, text in files.items():
         target = repo / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
 
 
 def _load(path: Path, name: str) -> ModuleType:
@@ -95,7 +76,7 @@ def repo(tmp_path: Path) -> tuple[Path, str, str]:
     """A repository with OLD in the first commit and NEW in the second (checked out)."""
     root = tmp_path / "repo"
     root.mkdir()
-    _git(root, "init", "-q")
+    git(root, "init", "-q")
     first = _commit(root, {PATH: OLD, "README": "x\n"}, "old")
     second = _commit(root, {PATH: NEW}, "new")
     return root, first, second

@@ -10,13 +10,13 @@ from pathlib import Path
 import nbformat
 import papermill as pm
 import pytest
+from helpers import QUICK_DESIGN
 
 from embedbench import load_results, report
 from embedbench.hostlock import host_lock
 from embedbench.isolation import allowed_cores
 from embedbench.scenarios import CASES
 
-QUICK = ["--lengths", "300", "--warmup", "2", "--blocks", "6", "--iterations", "3"]
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 SPIN = "import os, sys; os.sched_setaffinity(0, {%d}); print('ready', flush=True)\nwhile True: pass"
 
@@ -46,7 +46,7 @@ def test_a_busy_pinned_core_is_refused_before_anything_is_written(small_checkpoi
             "run",
             "--model",
             str(small_checkpoint),
-            *QUICK,
+            *QUICK_DESIGN,
             "--cpu-core",
             str(busy_core),
             "--output-dir",
@@ -68,7 +68,7 @@ def test_a_second_concurrent_run_is_refused_with_the_holders_pid(small_checkpoin
             "run",
             "--model",
             str(small_checkpoint),
-            *QUICK,
+            *QUICK_DESIGN,
             "--allow-busy",
             "--output-dir",
             str(out),
@@ -84,7 +84,7 @@ def test_aa_check_reports_the_noise_floor_beside_each_case(small_checkpoint, tmp
         "run",
         "--model",
         str(small_checkpoint),
-        *QUICK,
+        *QUICK_DESIGN,
         "--allow-busy",
         "--aa",
         "--output-dir",
@@ -127,7 +127,7 @@ def test_no_secret_reaches_any_output_file_or_notebook(small_checkpoint, tmp_pat
         "run",
         "--model",
         str(small_checkpoint),
-        *QUICK,
+        *QUICK_DESIGN,
         "--allow-busy",
         "--output-dir",
         str(out),

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import TOKEN_IDS, seeded_table
 
 from embedbench.scenarios import CASES, Scenario, build_scenario, call_variant
 from embedbench.targets import Target
@@ -20,15 +21,12 @@ from embedbench.validation import (
     validate_scenario,
 )
 
-AUDIO, IMAGE, VIDEO = 151646, 151655, 151656
-VOCAB, HIDDEN = 152064, 32
-TOKEN_IDS = SimpleNamespace(audio_token_id=AUDIO, image_token_id=IMAGE, video_token_id=VIDEO)
+HIDDEN = 32
 
 
 @pytest.fixture(scope="module")
 def table() -> torch.Tensor:
-    generator = torch.Generator().manual_seed(0)
-    return torch.randn(VOCAB, HIDDEN, generator=generator).to(torch.bfloat16)
+    return seeded_table(HIDDEN)
 
 
 @pytest.fixture

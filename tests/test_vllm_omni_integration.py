@@ -28,6 +28,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import QUICK, commit_all, git
 
 from embedbench import checkpoint
 from embedbench.cli import main
@@ -37,47 +38,10 @@ from embedbench.targets.vllm_omni import THINKER_CLASS, THINKER_PATH
 ROOT = Path(__file__).resolve().parents[1]
 ENV_SCRIPT = ROOT / "scripts" / "vllm-omni-cpu-env.sh"
 REPLICA_CHECK = ROOT / "tests" / "support" / "replica_check.py"
-# --allow-busy: these tests check structure, not numbers, and must not depend on a quiet
-# machine; the contention guard has its own tests.
-QUICK = [
-    "--lengths",
-    "300",
-    "--warmup",
-    "2",
-    "--blocks",
-    "6",
-    "--iterations",
-    "3",
-    "--allow-busy",
-]
 BASELINE_VERSION = "0.28.0"
 CANDIDATE_VERSION = "0.30.0"
 BUILD_TIMEOUT_S = 1500
 RUN_TIMEOUT_S = 600
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "embedbench",
-        "GIT_AUTHOR_EMAIL": "embedbench@example.invalid",
-        "GIT_COMMITTER_NAME": "embedbench",
-        "GIT_COMMITTER_EMAIL": "embedbench@example.invalid",
-    }
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "-c", "commit.gpgsign=false", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return proc.stdout.strip()
-
-
-def _commit_all(repo: Path, message: str) -> str:
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD")
 
 
 def _cannot_run(reason: str) -> None:
@@ -154,12 +118,12 @@ def omni_repo(omni_python: Path, tmp_path_factory: pytest.TempPathFactory) -> di
         baseline = wheel.read(THINKER_PATH)
     assert baseline != fixed
     (repo / ".gitignore").write_text("__pycache__/\n")
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     thinker = repo / THINKER_PATH
     thinker.write_bytes(baseline)
-    first = _commit_all(repo, f"thinker of vllm-omni {BASELINE_VERSION}")
+    first = commit_all(repo, f"thinker of vllm-omni {BASELINE_VERSION}")
     thinker.write_bytes(fixed)
-    second = _commit_all(repo, f"thinker of vllm-omni {CANDIDATE_VERSION}")
+    second = commit_all(repo, f"thinker of vllm-omni {CANDIDATE_VERSION}")
     return {"repo": str(repo), "first": first, "second": second}
 
 
@@ -309,9 +273,9 @@ def fake_repo(tmp_path: Path) -> dict[str, str]:
     """Commits: no thinker; no class; no method; a syntax error; a good one (HEAD)."""
     repo = tmp_path / "checkout"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / "README.md").write_text("fake vLLM-Omni checkout\n")
-    refs = {"repo": str(repo), "no_file": _commit_all(repo, "no thinker")}
+    refs = {"repo": str(repo), "no_file": commit_all(repo, "no thinker")}
     thinker = repo / THINKER_PATH
     thinker.parent.mkdir(parents=True)
     package = thinker.parent
@@ -319,13 +283,13 @@ def fake_repo(tmp_path: Path) -> dict[str, str]:
         (package / "__init__.py").write_text("")
         package = package.parent
     thinker.write_text("class SomethingElse:\n    pass\n")
-    refs["no_class"] = _commit_all(repo, "no thinker class")
+    refs["no_class"] = commit_all(repo, "no thinker class")
     thinker.write_text(f"class {THINKER_CLASS}:\n    def forward(self):\n        pass\n")
-    refs["no_method"] = _commit_all(repo, "no embed_input_ids")
+    refs["no_method"] = commit_all(repo, "no embed_input_ids")
     thinker.write_text(FAKE_THINKER.replace("multimodal_embeddings=None, *", "*, *"))
-    refs["syntax"] = _commit_all(repo, "does not compile")
+    refs["syntax"] = commit_all(repo, "does not compile")
     thinker.write_text(FAKE_THINKER)
-    refs["good"] = _commit_all(repo, "good")
+    refs["good"] = commit_all(repo, "good")
     return refs
 
 

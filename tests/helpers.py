@@ -1,0 +1,56 @@
+"""Shared test helpers (pytest puts this directory on sys.path): quick CLI arguments,
+git in a throw-away repository, the real token ids and a small seeded table."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from embedbench.checkpoint import QWEN25_OMNI_7B_TOKEN_IDS, QWEN25_OMNI_7B_VOCAB
+
+# A short design for runs whose structure, not numbers, is under test. --allow-busy:
+# such tests must not depend on a quiet machine; the contention guard has its own tests.
+QUICK_DESIGN = ["--lengths", "300", "--warmup", "2", "--blocks", "6", "--iterations", "3"]
+QUICK = [*QUICK_DESIGN, "--allow-busy"]
+
+AUDIO = QWEN25_OMNI_7B_TOKEN_IDS["audio_token_index"]
+IMAGE = QWEN25_OMNI_7B_TOKEN_IDS["image_token_index"]
+VIDEO = QWEN25_OMNI_7B_TOKEN_IDS["video_token_index"]
+VOCAB = QWEN25_OMNI_7B_VOCAB
+TOKEN_IDS = SimpleNamespace(audio_token_id=AUDIO, image_token_id=IMAGE, video_token_id=VIDEO)
+
+
+def seeded_table(hidden: int, seed: int = 0) -> torch.Tensor:
+    """A (vocab, hidden) bf16 table with seeded normal values."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(VOCAB, hidden, generator=generator).to(torch.bfloat16)
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` with a fixed identity and no signing; return its stdout."""
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "embedbench",
+        "GIT_AUTHOR_EMAIL": "embedbench@example.invalid",
+        "GIT_COMMITTER_NAME": "embedbench",
+        "GIT_COMMITTER_EMAIL": "embedbench@example.invalid",
+    }
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "-c", "commit.gpgsign=false", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return proc.stdout.strip()
+
+
+def commit_all(repo: Path, message: str) -> str:
+    """Stage everything, commit, return the new SHA."""
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
