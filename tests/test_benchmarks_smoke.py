@@ -1,0 +1,94 @@
+"""Smoke test of benchmarks/: each script runs in --quick mode and prints a markdown table.
+
+No timing is asserted: the scripts are run by hand for evidence (docs/PERFORMANCE.md);
+this only checks that they still run against the package. Small tables (hidden 32) and
+the conftest's small checkpoint keep the whole module at well under a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+TABLE_RULE = "| ---"
+
+
+def _run(args: list[str], tmp_path: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    # Own cache and host-lock directory: never collide with someone's real run.
+    env = dict(
+        os.environ,
+        EMBEDBENCH_CACHE=str(tmp_path / "cache"),
+        EMBEDBENCH_LOCK_DIR=str(tmp_path),
+    )
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+SCRIPTS = {
+    "precision": ["--repeats", "2", "--hidden", "32"],
+    "accuracy": ["--delays", "5", "--hidden", "32"],
+    "overhead": ["--calls", "2000"],
+    "loading": ["--hidden", "32", "--modes", "embedbench", "--caches", "cold"],
+    "profile_cases": ["--hidden", "32", "--cases", "text", "interleaved"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_script_quick(name: str, tmp_path: Path) -> None:
+    out = tmp_path / f"{name}.json"
+    res = _run([str(BENCH / f"{name}.py"), "--quick", "--json", str(out), *SCRIPTS[name]], tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert TABLE_RULE in res.stdout
+    assert out.is_file()
+
+
+@pytest.mark.slow
+def test_walltime_quick(small_checkpoint: Path, tmp_path: Path) -> None:
+    res = _run(
+        [
+            str(BENCH / "walltime.py"),
+            "--quick",
+            "--no-notebook",
+            "--model",
+            str(small_checkpoint),
+            "--lengths",
+            "1172",
+            "--blocks",
+            "6",
+        ],
+        tmp_path,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert TABLE_RULE in res.stdout
+
+
+def test_gpu_check_refuses_without_cuda(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available: the refusal path cannot be shown here")
+    res = subprocess.run(
+        ["bash", str(BENCH / "gpu_check.sh")],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHON=sys.executable, OUT=str(tmp_path / "out")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2
+    assert "CUDA is not available" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
