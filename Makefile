@@ -26,8 +26,8 @@ run: setup
 	@echo "open out.ipynb (JupyterLab) or out.html (any browser)"
 
 test: setup
-	$(PY) -m ruff check embedbench tests scripts
-	$(PY) -m ruff format --check embedbench tests scripts
+	$(PY) -m ruff check embedbench tests scripts benchmarks
+	$(PY) -m ruff format --check embedbench tests scripts benchmarks
 	$(PY) -m pytest -q
 
 clean:

@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from embedbench.allocator import steady_allocator
 from embedbench.errors import ConfigError, ContentionError
 
 PROC_STAT = Path("/proc/stat")
@@ -56,6 +58,7 @@ class IsolationState:
     interop_threads_set: bool
     gc_disabled: bool
     inference_mode: bool
+    allocator: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         """Plain JSON values."""
@@ -75,12 +78,14 @@ def _set_interop_threads(count: int) -> bool:
 
 @contextlib.contextmanager
 def isolated(cpu_core: int) -> Iterator[IsolationState]:
-    """Pin the calling thread to ``cpu_core``, 1 torch thread, gc off, inference mode."""
+    """Pin the calling thread to ``cpu_core``, 1 torch thread, gc off, inference mode,
+    and glibc's allocator held steady (see ``allocator``; that one lasts past the body)."""
     core = resolve_cpu_core(cpu_core)
     saved_affinity = os.sched_getaffinity(0)
     saved_threads = torch.get_num_threads()
     saved_gc = gc.isenabled()
     interop_ok = _set_interop_threads(1)
+    allocator = steady_allocator()
     try:
         os.sched_setaffinity(0, {core})
         torch.set_num_threads(1)
@@ -94,6 +99,7 @@ def isolated(cpu_core: int) -> Iterator[IsolationState]:
                 interop_threads_set=interop_ok,
                 gc_disabled=not gc.isenabled(),
                 inference_mode=torch.is_inference_mode_enabled(),
+                allocator=allocator,
             )
     finally:
         if saved_gc:

@@ -166,6 +166,7 @@ def diagnostics_table(result: RunResult) -> pd.DataFrame:
                 "Within-block IQR/median": ", ".join(
                     f"{v} {_fmt_num(spread.get(v), 3)}" for v in ("baseline", "fixed")
                 ),
+                "Page faults/call (baseline, fixed)": _faults(row.get("minor_faults_per_call")),
                 "Frequency excursions": (
                     "not observable"
                     if not freq.get("observable")
@@ -174,6 +175,12 @@ def diagnostics_table(result: RunResult) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(data)
+
+
+def _faults(per_call: dict[str, float | None] | None) -> str:
+    if not per_call or all(v is None for v in per_call.values()):
+        return "not recorded"
+    return ", ".join(_fmt_num(per_call.get(v), 1) for v in ("baseline", "fixed"))
 
 
 def _fmt_num(value: Any, digits: int = 2) -> str:

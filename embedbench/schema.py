@@ -55,6 +55,7 @@ _RECORD = {
         "wall_end": _NUMBER,
         "cpu_mhz_start": _NUMBER_OR_NULL,
         "cpu_mhz_end": _NUMBER_OR_NULL,
+        "minor_faults": {"type": ["integer", "null"], "minimum": 0},
     },
 }
 

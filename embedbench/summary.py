@@ -6,6 +6,7 @@ script's output (which has no intervals), so both summarize the same way.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +24,19 @@ def blocks_by_variant(records: Iterable[Record], metric: int) -> dict[str, list[
     for record in ordered:
         out.setdefault(record["variant"], []).append([s[metric] for s in record["samples_us"]])
     return out
+
+
+def faults_per_call(records: Iterable[Record]) -> dict[str, float | None]:
+    """Median over blocks of each variant's page faults per call (None if not recorded)."""
+    per_variant: dict[str, list[float]] = {}
+    for record in records:
+        faults = record.get("minor_faults")
+        if faults is not None:
+            per_variant.setdefault(record["variant"], []).append(faults / record["iterations"])
+    return {
+        name: float(statistics.median(per_variant[name])) if per_variant.get(name) else None
+        for name in VARIANTS
+    }
 
 
 def invalid_row(case: str, tokens: int, *, error: str | None = None) -> dict[str, Any]:
@@ -96,6 +110,7 @@ def summary_row(
         "label": CASE_LABELS.get(case, case),
         "tokens": tokens,
         **pair.to_json(),
+        "minor_faults_per_call": faults_per_call(records),
         "valid": True,
         "iterations": len(records[0]["samples_us"]),
         "schedule_seed": seed,

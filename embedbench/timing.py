@@ -12,6 +12,7 @@ Per call it takes three clocks, in ``METRIC_ORDER``:
 from __future__ import annotations
 
 import hashlib
+import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -59,6 +60,7 @@ class BlockRecord:
     wall_end: float
     cpu_mhz_start: float | None
     cpu_mhz_end: float | None
+    minor_faults: int | None = None  # page faults of the calling thread during the block
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -105,6 +107,49 @@ def time_calls(fn: Callable[[], Any], count: int, sync: Sync = no_sync) -> list[
     return [[(t1 - t0) / 1e3, (c1 - c0) / 1e3, (t2 - t0) / 1e3] for t0, t1, t2, c0, c1 in stamps]
 
 
+def _thread_minor_faults() -> int | None:
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    except (AttributeError, OSError):  # RUSAGE_THREAD is Linux-only
+        return None
+
+
+def _block(
+    device: str,
+    case: str,
+    tokens: int,
+    scope: str,
+    variant: str,
+    block: int,
+    position: int,
+    fn: Callable[[], Any],
+    calls: int,
+    sync: Sync,
+    read_mhz: ReadMhz,
+) -> BlockRecord:
+    """Time one block of ``calls`` calls, with wall times, MHz and page faults around it."""
+    mhz_start, wall_start, faults_start = read_mhz(), time.time(), _thread_minor_faults()
+    samples = time_calls(fn, calls, sync)
+    faults_end, wall_end, mhz_end = _thread_minor_faults(), time.time(), read_mhz()
+    faults = None if faults_start is None or faults_end is None else faults_end - faults_start
+    return BlockRecord(
+        device,
+        case,
+        tokens,
+        scope,
+        variant,
+        block,
+        position,
+        calls,
+        samples,
+        wall_start,
+        wall_end,
+        mhz_start,
+        mhz_end,
+        faults,
+    )
+
+
 def _empty_call() -> None:
     return None
 
@@ -118,29 +163,22 @@ def measure_timer_floor(
     calls: int = TIMER_FLOOR_CALLS,
 ) -> list[BlockRecord]:
     """Time an empty call through the same path: case "timer", scope "overhead"."""
-    records = []
-    for block in range(blocks):
-        mhz_start, wall_start = read_mhz(), time.time()
-        samples = time_calls(_empty_call, calls, sync)
-        wall_end, mhz_end = time.time(), read_mhz()
-        records.append(
-            BlockRecord(
-                device,
-                TIMER_CASE,
-                0,
-                TIMER_SCOPE,
-                TIMER_VARIANT,
-                block,
-                0,
-                calls,
-                samples,
-                wall_start,
-                wall_end,
-                mhz_start,
-                mhz_end,
-            )
+    return [
+        _block(
+            device,
+            TIMER_CASE,
+            0,
+            TIMER_SCOPE,
+            TIMER_VARIANT,
+            block,
+            0,
+            _empty_call,
+            calls,
+            sync,
+            read_mhz,
         )
-    return records
+        for block in range(blocks)
+    ]
 
 
 def measure_pair(
@@ -179,11 +217,8 @@ def measure_pair(
     for block, order in enumerate(block_schedule(names, blocks, seed)):
         check_stop()
         for position, name in enumerate(order):
-            mhz_start, wall_start = read_mhz(), time.time()
-            samples = time_calls(variants[name], iterations, sync)
-            wall_end, mhz_end = time.time(), read_mhz()
             records.append(
-                BlockRecord(
+                _block(
                     device,
                     case,
                     tokens,
@@ -191,12 +226,10 @@ def measure_pair(
                     name,
                     block,
                     position,
+                    variants[name],
                     iterations,
-                    samples,
-                    wall_start,
-                    wall_end,
-                    mhz_start,
-                    mhz_end,
+                    sync,
+                    read_mhz,
                 )
             )
             if progress is not None:
