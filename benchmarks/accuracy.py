@@ -26,11 +26,10 @@ import _common as C
 from embedbench import stats
 from embedbench.runner import paired_benchmark
 from embedbench.selftest import TOLERANCE, evaluate, run_selftest, spin_us
-from embedbench.summary import blocks_by_variant
 
 
 def _spin_carrier(delay: float, design: dict[str, int], core: int, seed: int) -> dict[str, Any]:
-    res = run_selftest(delay, base_us=1000.0, cpu_core=core, seed=seed, **design)
+    res = run_selftest(delay, base_us=1000.0, cpu_core=core, seed=seed, allow_busy=True, **design)
     out = res.to_json()
     out["carrier_us"] = 1000.0
     return out
@@ -48,10 +47,13 @@ def _wrapper_carrier(
         spin_us(0.0)
 
     res = paired_benchmark(
-        {"baseline": baseline, "fixed": fixed}, cpu_core=core, seed=seed, **design
+        {"baseline": baseline, "fixed": fixed},
+        cpu_core=core,
+        seed=seed,
+        allow_busy=True,
+        **design,
     )
-    host = blocks_by_variant([r.to_json() for r in res.records], 0)
-    pair = stats.summarize_pair(host["baseline"], host["fixed"], seed=res.seed)
+    pair = res.statistics
     floor = [[s[0] for s in r.samples_us] for r in res.timer_floor]
     resolution = stats.median_of_block_medians(floor)
     out = evaluate(pair.host_us, pair.reduction_ci95_pct, delay, resolution_us=resolution)

@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--blocks", default="20", help="paired blocks")
     st.add_argument("--iterations", default="20", help="calls per variant per block")
     st.add_argument("--cpu-core", help="core to pin (default: lowest allowed core)")
+    st.add_argument("--allow-busy", action="store_true", help="run even on a busy core")
     st.add_argument("--json", metavar="OUT.json", help="also write the result as JSON")
     syn = sub.add_parser("synth-checkpoint", help="write a synthetic Qwen2.5-Omni checkpoint")
     syn.add_argument("directory")
@@ -163,6 +164,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         blocks=checked.blocks,
         iterations=checked.iterations,
         cpu_core=checked.cpu_core,
+        allow_busy=args.allow_busy,
     )
     print(result.summary_line())
     if args.json:

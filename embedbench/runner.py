@@ -424,8 +424,12 @@ def paired_benchmark(
     cpu_core: int | None = None,
     seed: int = 0,
     device: str = "cpu",
+    allow_busy: bool = False,
 ) -> PairedResult:
-    """Time two zero-argument callables, ``{"baseline": f, "fixed": g}``, like ``run`` does."""
+    """Time two zero-argument callables, ``{"baseline": f, "fixed": g}``, like ``run`` does.
+
+    Takes the host lock and refuses a busy core unless ``allow_busy``, as ``run`` does.
+    """
     if set(variants) != set(VARIANTS):
         raise ConfigError(f"variants must be exactly {list(VARIANTS)}, got {list(variants)}")
     checked = RunConfig(
@@ -442,7 +446,8 @@ def paired_benchmark(
     _, read_mhz = sysinfo.cpu_frequency_reader(core)
     schedule_seed = derive_seed(checked.seed, "paired_benchmark")
     ordered = {name: variants[name] for name in VARIANTS}
-    with isolated(core):
+    with host_lock(), isolated(core):
+        check_contention(core, allow_busy=allow_busy, candidates=allowed_cores())
         floor = measure_timer_floor(device=dev.type, sync=sync, read_mhz=read_mhz)
         records = measure_pair(
             ordered,

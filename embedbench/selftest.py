@@ -145,6 +145,7 @@ def run_selftest(
     seed: int = 0,
     cpu_core: int | None = None,
     tolerance: float = TOLERANCE,
+    allow_busy: bool = False,
 ) -> SelfTestResult:
     """Time ``spin(base_us + delay_us)`` against ``spin(base_us)`` and judge the recovery."""
     from embedbench.runner import paired_benchmark  # late: the runner imports half the package
@@ -158,6 +159,7 @@ def run_selftest(
         iterations=iterations,
         cpu_core=cpu_core,
         seed=seed,
+        allow_busy=allow_busy,
     )
     summary = result.statistics
     floor = [[s[0] for s in r.samples_us] for r in result.timer_floor]

@@ -83,6 +83,7 @@ def test_selftest_command_prints_a_line_and_writes_json(tmp_path):
         "8",
         "--json",
         str(out),
+        "--allow-busy",
     )
     assert proc.returncode in (0, 1), proc.stderr
     assert proc.stdout.startswith("self-test PASSED") or proc.stdout.startswith("self-test FAILED")

@@ -1,10 +1,13 @@
 """paired_benchmark: any two zero-argument callables through the same harness."""
 
+import os
 import time
 
 import pytest
 
 from embedbench import ConfigError, paired_benchmark
+from embedbench.errors import HostLockError
+from embedbench.hostlock import host_lock
 
 
 def _busy(us: float):
@@ -18,7 +21,11 @@ def _busy(us: float):
 
 def test_a_known_difference_is_recovered():
     result = paired_benchmark(
-        {"baseline": _busy(400), "fixed": _busy(300)}, warmup=5, blocks=8, iterations=10
+        {"baseline": _busy(400), "fixed": _busy(300)},
+        warmup=5,
+        blocks=8,
+        iterations=10,
+        allow_busy=True,
     )
     assert result.verdict == "faster"
     low, high = result.reduction_ci95_pct
@@ -33,3 +40,14 @@ def test_a_known_difference_is_recovered():
 def test_variants_must_be_named_baseline_and_fixed():
     with pytest.raises(ConfigError, match="baseline"):
         paired_benchmark({"a": _busy(1), "b": _busy(1)}, warmup=0, blocks=1, iterations=1)
+
+
+def test_it_takes_the_host_lock_like_run():
+    with host_lock(), pytest.raises(HostLockError, match=f"pid {os.getpid()}"):
+        paired_benchmark(
+            {"baseline": _busy(1), "fixed": _busy(1)},
+            warmup=0,
+            blocks=1,
+            iterations=1,
+            allow_busy=True,
+        )
