@@ -253,29 +253,56 @@ def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLoc
     )
 
 
+_READ_CHUNK = 64 * 2**20
+
+
+def _read_tensor_range(shard: Path, key: str) -> torch.Tensor:
+    """Read exactly ``key``'s bytes from a safetensors file into a new CPU tensor.
+
+    The file's 8-byte header length and JSON header give the tensor's byte range; with
+    the kernel's readahead turned off for this file (``POSIX_FADV_RANDOM``), only the
+    header and that range are read from disk, straight into the tensor's memory (no
+    mapping of the file, so nothing is counted twice and timed lookups never page in).
+    """
+    fd = os.open(shard, os.O_RDONLY)
+    try:
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        header_len = int.from_bytes(os.pread(fd, 8, 0), "little")
+        entry = json.loads(os.pread(fd, header_len, 8))[key]
+        begin, end = entry["data_offsets"]
+        table = torch.empty(entry["shape"], dtype=torch.bfloat16)
+        if end - begin != table.numel() * table.element_size():
+            raise ValueError(f"byte range {end - begin} does not match shape {entry['shape']}")
+        view = memoryview(table.view(torch.uint8).numpy()).cast("B")
+        offset, done = 8 + header_len + begin, 0
+        while done < len(view):
+            count = os.preadv(fd, [view[done : done + _READ_CHUNK]], offset + done)
+            if count <= 0:
+                raise ValueError(f"file ends at byte {offset + done}, inside the tensor")
+            done += count
+    finally:
+        os.close(fd)
+    return table
+
+
 def load_embedding_table(
     location: EmbeddingLocation, device: str | torch.device = "cpu"
 ) -> torch.Tensor:
-    """Read only the embedding tensor from its shard; return it contiguous on ``device``.
+    """Read only the embedding tensor's bytes from its shard; return it on ``device``.
 
-    ``get_tensor`` returns a view of a private memory map of the shard; the result is always
-    a copy in ordinary memory (or on the device), so timed lookups never page in the file.
+    ``locate_embedding`` has already checked the header (shape, BF16) through
+    safetensors; the data is then read by exact byte range (see ``_read_tensor_range``).
     """
     target = torch.device(device)
     try:
-        with safe_open(location.shard, framework="pt") as handle:
-            mapped = handle.get_tensor(EMBEDDING_KEY)
-            if target.type == "cpu":
-                table = mapped.clone(memory_format=torch.contiguous_format)
-            else:
-                table = mapped.to(target).contiguous()
-            del mapped
-    except Exception as exc:
+        table = _read_tensor_range(location.shard, EMBEDDING_KEY)
+    except (OSError, ValueError, KeyError) as exc:
         raise _fail(
             f"checkpoint {location.model_dir}: cannot read {EMBEDDING_KEY} from "
             f"{location.shard.name} ({_exc_text(exc)}); download the shard again"
         ) from exc
-    return table
+    return table if target.type == "cpu" else table.to(target)
 
 
 # --------------------------------------------------------------------------- synthetic

@@ -287,8 +287,32 @@ def test_only_the_embedding_tensor_is_read(pristine: Path, monkeypatch: pytest.M
     monkeypatch.setattr(ck, "safe_open", Handle)
     loc = ck.locate_embedding(pristine, ck.read_thinker_facts(pristine))
     assert tensors == [] and slices_read == []  # locate reads the header only
-    ck.load_embedding_table(loc)
-    assert tensors == [ck.EMBEDDING_KEY] and slices_read == []
+
+    reads: list[tuple[int, int]] = []
+    real_pread, real_preadv = ck.os.pread, ck.os.preadv
+
+    def pread(fd, count, offset):
+        reads.append((offset, offset + count))
+        return real_pread(fd, count, offset)
+
+    def preadv(fd, buffers, offset):
+        reads.append((offset, offset + sum(len(b) for b in buffers)))
+        return real_preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(ck.os, "pread", pread)
+    monkeypatch.setattr(ck.os, "preadv", preadv)
+    table = ck.load_embedding_table(loc)
+    assert tensors == [] and slices_read == []  # no other tensor, not even through safetensors
+    raw = loc.shard.read_bytes()
+    header_len = int.from_bytes(raw[:8], "little")
+    begin, end = json.loads(raw[8 : 8 + header_len])[ck.EMBEDDING_KEY]["data_offsets"]
+    data = (8 + header_len + begin, 8 + header_len + end)
+    # Only the header and the table's own byte range are read.
+    assert reads[:2] == [(0, 8), (8, 8 + header_len)]
+    assert all(data[0] <= a and b <= data[1] for a, b in reads[2:])
+    assert sum(b - a for a, b in reads[2:]) == data[1] - data[0]
+    with ck.safe_open(loc.shard, framework="pt") as handle:
+        assert torch.equal(table, handle.get_tensor(ck.EMBEDDING_KEY))
 
 
 def test_index_without_embedding_key(ckpt: Path) -> None:
