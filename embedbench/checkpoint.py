@@ -12,19 +12,19 @@ CPU-only machine without the 22 GB download.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
 from embedbench.errors import CheckpointError, ConfigError
@@ -213,27 +213,21 @@ def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLoc
     path = _check_dir(model_dir)
     shard, via_index = _find_shard(path)
     try:
-        with safe_open(shard, framework="pt") as handle:
-            if EMBEDDING_KEY not in set(handle.keys()):
-                source = f"{INDEX_NAME} names {shard.name}, but it" if via_index else shard.name
-                raise _fail(
-                    f"checkpoint {path}: {source} has no tensor {EMBEDDING_KEY}; "
-                    + (
-                        "the index and shards disagree, download them again"
-                        if via_index
-                        else _FIX_HINT
-                    )
-                )
-            header = handle.get_slice(EMBEDDING_KEY)
-            shape = tuple(int(n) for n in header.get_shape())
-            dtype = str(header.get_dtype())
-    except CheckpointError:
-        raise
-    except Exception as exc:
+        with _open_random(shard) as fd:
+            header = _read_header(fd)
+    except (OSError, ValueError) as exc:
         raise _fail(
             f"checkpoint {path}: {shard.name} is not a readable safetensors file "
             f"({_exc_text(exc)}); download it again"
         ) from exc
+    if EMBEDDING_KEY not in header:
+        source = f"{INDEX_NAME} names {shard.name}, but it" if via_index else shard.name
+        raise _fail(
+            f"checkpoint {path}: {source} has no tensor {EMBEDDING_KEY}; "
+            + ("the index and shards disagree, download them again" if via_index else _FIX_HINT)
+        )
+    shape = tuple(int(n) for n in header[EMBEDDING_KEY]["shape"])
+    dtype = str(header[EMBEDDING_KEY]["dtype"])
 
     expected = (facts.vocab_size, facts.hidden_size)
     if shape != expected:
@@ -254,35 +248,68 @@ def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLoc
 
 
 _READ_CHUNK = 64 * 2**20
+_MAX_HEADER = 100 * 2**20
 
 
-def _read_tensor_range(shard: Path, key: str) -> torch.Tensor:
-    """Read exactly ``key``'s bytes from a safetensors file into a new CPU tensor.
-
-    The file's 8-byte header length and JSON header give the tensor's byte range; with
-    the kernel's readahead turned off for this file (``POSIX_FADV_RANDOM``), only the
-    header and that range are read from disk, straight into the tensor's memory (no
-    mapping of the file, so nothing is counted twice and timed lookups never page in).
-    """
-    fd = os.open(shard, os.O_RDONLY)
+@contextlib.contextmanager
+def _open_random(path: Path) -> Iterator[int]:
+    """A read-only descriptor with the kernel's readahead off (``POSIX_FADV_RANDOM``),
+    so reads fetch exactly the bytes asked for and nothing around them."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        header_len = int.from_bytes(os.pread(fd, 8, 0), "little")
-        entry = json.loads(os.pread(fd, header_len, 8))[key]
-        begin, end = entry["data_offsets"]
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_header(fd: int) -> dict[str, Any]:
+    """The safetensors header: tensor name -> {dtype, shape, data_offsets (absolute)}.
+
+    Checks what a reader relies on (a sane length, a JSON object, every data range
+    inside the file) and raises ValueError otherwise.
+    """
+    size = os.fstat(fd).st_size
+    if size < 8:
+        raise ValueError(f"{size} bytes, too short for a header")
+    header_len = int.from_bytes(os.pread(fd, 8, 0), "little")
+    if header_len > min(size - 8, _MAX_HEADER):
+        raise ValueError(f"header length {header_len} does not fit a {size}-byte file")
+    header = json.loads(os.pread(fd, header_len, 8))
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = (8 + header_len + int(n) for n in entry["data_offsets"])
+        if not begin <= end <= size:
+            raise ValueError(f"{name}'s data lies past the end of the file (truncated?)")
+        tensors[name] = {"dtype": entry["dtype"], "shape": entry["shape"], "range": (begin, end)}
+    return tensors
+
+
+def _read_tensor_range(shard: Path, key: str) -> torch.Tensor:
+    """Read exactly ``key``'s bytes (a bf16 tensor) from a safetensors file into CPU memory.
+
+    Only the header and that byte range are read from disk, straight into the tensor's
+    memory: no mapping of the file, so nothing is counted twice and timed lookups never
+    page in.
+    """
+    with _open_random(shard) as fd:
+        entry = _read_header(fd)[key]
         table = torch.empty(entry["shape"], dtype=torch.bfloat16)
+        begin, end = entry["range"]
         if end - begin != table.numel() * table.element_size():
             raise ValueError(f"byte range {end - begin} does not match shape {entry['shape']}")
         view = memoryview(table.view(torch.uint8).numpy()).cast("B")
-        offset, done = 8 + header_len + begin, 0
+        done = 0
         while done < len(view):
-            count = os.preadv(fd, [view[done : done + _READ_CHUNK]], offset + done)
+            count = os.preadv(fd, [view[done : done + _READ_CHUNK]], begin + done)
             if count <= 0:
-                raise ValueError(f"file ends at byte {offset + done}, inside the tensor")
+                raise ValueError(f"file ends at byte {begin + done}, inside the tensor")
             done += count
-    finally:
-        os.close(fd)
     return table
 
 
@@ -291,8 +318,8 @@ def load_embedding_table(
 ) -> torch.Tensor:
     """Read only the embedding tensor's bytes from its shard; return it on ``device``.
 
-    ``locate_embedding`` has already checked the header (shape, BF16) through
-    safetensors; the data is then read by exact byte range (see ``_read_tensor_range``).
+    ``locate_embedding`` has already checked the header (shape, BF16); the data is
+    then read by its exact byte range (see ``_read_tensor_range``).
     """
     target = torch.device(device)
     try:
