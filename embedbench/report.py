@@ -461,5 +461,5 @@ def styled(frame: pd.DataFrame) -> Any:
     styler = frame.style
     if isinstance(frame.index, pd.RangeIndex):
         styler = styler.hide(axis="index")
-    text_columns = [c for c in frame.columns if frame[c].dtype == object]
+    text_columns = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     return styler.set_properties(subset=text_columns, **{"text-align": "left"})
