@@ -4,6 +4,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -207,3 +208,25 @@ def test_validate_command(small_run_dir, tmp_path):
     )
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "summary.json[0]" in bad.stderr
+
+
+def test_original_format_renders_through_the_report_notebook(small_run_dir, tmp_path):
+    import nbformat
+    import papermill as pm
+
+    original = _to_original(small_run_dir, tmp_path / "original")
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "report.ipynb"
+    out = tmp_path / "report.ipynb"
+    pm.execute_notebook(
+        str(notebook),
+        str(out),
+        parameters={"results_dir": str(original)},
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    nb = nbformat.read(out, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "\n".join(o.get("text", "") for o in outputs)
+    assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in text
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
