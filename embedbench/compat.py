@@ -14,10 +14,8 @@ from typing import Any
 
 from embedbench import summary
 from embedbench.schema import ORIGINAL_FORMAT
-from embedbench.timing import derive_seed
+from embedbench.timing import TIMER_SCOPE, derive_seed
 from embedbench.validation import EXPECTED_LOOKUPS
-
-TIMER_SCOPE = "overhead"
 
 
 def _iso(value: Any) -> Any:

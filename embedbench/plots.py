@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from embedbench import report
 from embedbench.results import RunResult
-from embedbench.scenarios import CASE_LABELS, CASES
+from embedbench.scenarios import CASE_LABELS
 
 COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2"}
 VARIANTS = ("baseline", "fixed")
@@ -40,9 +40,8 @@ def _message_panel(fig: Figure, title: str, message: str) -> Figure:
 
 
 def _case_keys(frame: pd.DataFrame) -> list[tuple[str, int]]:
-    order = {case: i for i, case in enumerate(CASES)}
     keys = {(c, t) for c, t in zip(frame["case"], frame["tokens"], strict=True)}
-    return sorted(keys, key=lambda k: (k[1], order.get(k[0], len(order))))
+    return sorted(keys, key=lambda k: report.table_order(*k))
 
 
 def block_distributions(result: RunResult) -> Figure:
@@ -148,8 +147,7 @@ def reduction_forest(result: RunResult) -> Figure:
     if not rows:
         return _message_panel(fig, "Host latency reduction", "no valid measured case")
     several = len({r["tokens"] for r in rows}) > 1
-    order = {case: i for i, case in enumerate(CASES)}
-    rows.sort(key=lambda r: (r["tokens"], order.get(r["case"], 99)), reverse=True)
+    rows.sort(key=lambda r: report.table_order(r["case"], r["tokens"]), reverse=True)
     ax = fig.add_subplot()
     for y, row in enumerate(rows):
         low, high = row["reduction_ci95_pct"]
@@ -196,7 +194,7 @@ def compare_reductions(
         )
     keys = sorted(
         {k for _, v in series for k in v},
-        key=lambda k: (int(k.split("@")[1]), CASES.index(k.split("@")[0])),
+        key=lambda k: report.table_order(k.split("@")[0], int(k.split("@")[1])),
     )
     fig = Figure(
         figsize=(10, 0.5 * max(len(keys), 1) * max(len(series), 1) / 2 + 2), layout="constrained"

@@ -28,6 +28,12 @@ PR_ALIGN = ("---", "---:", "---:", "---:")
 
 
 NOT_MEASURED = "not measured"
+_CASE_RANK = {case: i for i, case in enumerate(CASES)}
+
+
+def table_order(case: str, tokens: int) -> tuple[int, int]:
+    """Sort key of a row: by length, then in SPEC §3's case order (unknown cases last)."""
+    return tokens, _CASE_RANK.get(case, len(_CASE_RANK))
 
 
 def _ordered_rows(result: RunResult) -> list[dict[str, Any]]:
@@ -49,8 +55,7 @@ def _ordered_rows(result: RunResult) -> list[dict[str, Any]]:
                         "blocks": 0,
                     }
                 )
-    order = {case: i for i, case in enumerate(CASES)}
-    return sorted(rows, key=lambda r: (r["tokens"], order.get(r["case"], len(order))))
+    return sorted(rows, key=lambda r: table_order(r["case"], r["tokens"]))
 
 
 def _reduction_text(row: dict[str, Any]) -> str:

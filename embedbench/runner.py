@@ -140,6 +140,7 @@ def _metadata(
         "refs", {"baseline_ref": None, "candidate_ref": None, "checked_out_commit": None}
     )
     versions = sysinfo.versions()
+    device_name = sysinfo.device_name(prepared.device)
     return {
         "status": "running",
         "target": target.name,
@@ -150,7 +151,7 @@ def _metadata(
         "dirty": target.metadata.get("dirty"),
         "versions": versions,
         "device": prepared.device.type,
-        "device_name": sysinfo.device_name(prepared.device),
+        "device_name": device_name,
         "host": sysinfo.host_facts(),
         "provenance": sysinfo.provenance(
             prepared.cpu_core,
@@ -191,7 +192,7 @@ def _metadata(
         "torch": versions.get("torch"),
         "vllm": versions.get("vllm"),
         "transformers": versions.get("transformers"),
-        "gpu": sysinfo.device_name(prepared.device) if prepared.device.type == "cuda" else None,
+        "gpu": device_name if prepared.device.type == "cuda" else None,
         "torch_cpu_threads": 1,
         "embedding_shape": [vocab, hidden],
         "dtype": "bfloat16",

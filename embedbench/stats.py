@@ -363,6 +363,15 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+def interval_hull(
+    ci: tuple[float, float], other: tuple[float, float] | None
+) -> tuple[float, float]:
+    """The smallest interval holding both ``ci`` and ``other`` (``ci`` alone without it)."""
+    if other is None:
+        return ci
+    return min(ci[0], other[0]), max(ci[1], other[1])
+
+
 @dataclass(frozen=True)
 class PairSummary:
     """The summary of one paired comparison.
@@ -430,7 +439,7 @@ def summarize_pair(
     fixed = float(np.median(fixed_medians))
     ci = bootstrap_reduction_ci(base_medians, fixed_medians, seed=seed, resamples=resamples)
     paired = paired_statistics(base_medians, fixed_medians)
-    hull = (min(ci[0], paired.hl_ci95_pct[0]), max(ci[1], paired.hl_ci95_pct[1]))
+    hull = interval_hull(ci, paired.hl_ci95_pct)
     return PairSummary(
         host_us={"baseline": base, "fixed": fixed},
         reduction_pct=reduction_pct(base, fixed),

@@ -66,15 +66,10 @@ def aa_summary(records: list[Record], *, seed: int) -> dict[str, Any]:
         "reduction_ci95_pct": list(pair.reduction_ci95_pct),
         "hl_ci95_pct": None if pair.hl_ci95_pct is None else list(pair.hl_ci95_pct),
         "blocks": pair.blocks,
-        "noise_band_pct": stats.noise_band(_hull(pair)),
+        "noise_band_pct": stats.noise_band(
+            stats.interval_hull(pair.reduction_ci95_pct, pair.hl_ci95_pct)
+        ),
     }
-
-
-def _hull(pair: stats.PairSummary) -> tuple[float, float]:
-    low, high = pair.reduction_ci95_pct
-    if pair.hl_ci95_pct is not None:
-        low, high = min(low, pair.hl_ci95_pct[0]), max(high, pair.hl_ci95_pct[1])
-    return low, high
 
 
 def summary_row(
