@@ -152,7 +152,6 @@ def _metadata(
         "versions": versions,
         "device": prepared.device.type,
         "device_name": device_name,
-        "host": sysinfo.host_facts(),
         "provenance": sysinfo.provenance(
             prepared.cpu_core,
             prepared.device,
