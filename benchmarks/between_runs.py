@@ -1,0 +1,185 @@
+"""Between-run reproducibility: does one run's interval predict the next run?
+
+Runs ``python -m embedbench run`` N times in a row (default 10, all defaults plus any
+``-- EXTRA`` flags), each in a fresh process into its own output directory, and reads
+every ``summary.json``. Per case:
+
+- the mean reduction over runs and its between-run SD (percentage points);
+- the mean 95 % half-width of ``reduction_ci95_pct`` (the interval the verdict uses);
+- cross-coverage: the share of ordered pairs of runs (i, j ≠ i) where run j's reduction
+  lies inside run i's interval. A calibrated 95 % interval gives about 0.83 (two
+  independent estimates differ by √2 standard errors);
+- with ``--aa`` among the flags: in how many runs the A/A interval covers 0.
+
+Targets (issue 10): cross-coverage ≥ 0.80 for every case; between-run SD ≤ 1.5 pp and
+mean half-width ≤ 3.5 pp for every multimodal case; every A/A interval covers 0 in at
+least 9 of 10 runs.
+
+``--quick``: 3 runs of a reduced design (warm-up 5, 6 blocks × 5 calls), a smoke run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import _common as C
+
+CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
+QUICK_DESIGN = ["--warmup", "5", "--blocks", "6", "--iterations", "5"]
+TARGET_COVERAGE = 0.80
+TARGET_SD_PP = 1.5
+TARGET_HALF_WIDTH_PP = 3.5
+TARGET_AA_COVERED = 0.9
+
+
+def cross_coverage(estimates: Sequence[float], intervals: Sequence[Sequence[float]]) -> float:
+    """Share of ordered pairs (i, j != i) with estimate j inside interval i."""
+    n = len(estimates)
+    if n < 2:
+        return float("nan")
+    hits = sum(
+        intervals[i][0] <= estimates[j] <= intervals[i][1]
+        for i in range(n)
+        for j in range(n)
+        if i != j
+    )
+    return hits / (n * (n - 1))
+
+
+def _one_run(index: int, work: Path, flags: list[str], core: int) -> dict[str, Any]:
+    out = work / f"run{index:02d}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "embedbench",
+        "run",
+        "--no-progress",
+        "--output-dir",
+        str(out),
+        "--cpu-core",
+        str(core),
+        *flags,
+    ]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=C.REPO_ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
+        raise SystemExit(f"run {index} exited {proc.returncode}: {tail[0]}")
+    summary = json.loads((out / "summary.json").read_text())
+    meta = json.loads((out / "metadata.json").read_text())
+    return {"wall_s": wall, "summary": summary, "processes": meta.get("processes")}
+
+
+def _per_case(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    cases: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for row in run["summary"]:
+            if row.get("reduction_pct") is None:
+                continue
+            entry = cases.setdefault(
+                row["case"], {"label": row["label"], "red": [], "ci": [], "aa_covers": []}
+            )
+            entry["red"].append(row["reduction_pct"])
+            entry["ci"].append(row["reduction_ci95_pct"])
+            aa = row.get("aa")
+            if aa is not None:
+                low, high = aa["reduction_ci95_pct"]
+                entry["aa_covers"].append(low <= 0.0 <= high)
+    for entry in cases.values():
+        entry["mean"] = sum(entry["red"]) / len(entry["red"])
+        entry["sd"] = C.sd(entry["red"])
+        entry["half_width"] = sum((h - lo) / 2 for lo, h in entry["ci"]) / len(entry["ci"])
+        entry["coverage"] = cross_coverage(entry["red"], entry["ci"])
+    return cases
+
+
+def _table(cases: dict[str, dict[str, Any]], runs: int) -> tuple[str, list[str]]:
+    rows, missed = [], []
+    for case in sorted(cases, key=lambda c: CASE_ORDER.index(c) if c in CASE_ORDER else 99):
+        e = cases[case]
+        multimodal = case != "text"
+        checks = [e["coverage"] >= TARGET_COVERAGE]
+        if multimodal:
+            checks += [e["sd"] <= TARGET_SD_PP, e["half_width"] <= TARGET_HALF_WIDTH_PP]
+        aa = "–"
+        if e["aa_covers"]:
+            covered = sum(e["aa_covers"])
+            aa = f"{covered}/{len(e['aa_covers'])}"
+            checks.append(covered >= TARGET_AA_COVERED * len(e["aa_covers"]))
+        met = all(checks)
+        if not met:
+            missed.append(e["label"])
+        rows.append(
+            [
+                e["label"],
+                " ".join(f"{r:.1f}" for r in e["red"]),
+                e["mean"],
+                e["sd"],
+                e["half_width"],
+                e["coverage"],
+                aa,
+                "yes" if met else "**no**",
+            ]
+        )
+    headers = [
+        "case",
+        f"reduction % of each of {runs} runs",
+        "mean %",
+        "between-run SD (pp)",
+        "mean 95 % half-width (pp)",
+        "cross-coverage",
+        "A/A covers 0",
+        "targets met",
+    ]
+    return C.markdown_table(headers, rows, align="llrrrrrl"), missed
+
+
+def main() -> None:
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=None, help="consecutive runs (default 10)")
+    p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
+    args = p.parse_args()
+    session = C.Session("between_runs", args)
+    runs_n = args.runs or (3 if args.quick else 10)
+    flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
+    with tempfile.TemporaryDirectory(prefix="embedbench-between-") as tmp:
+        runs = []
+        for i in range(runs_n):
+            print(f"run {i + 1}/{runs_n} ...", file=sys.stderr, flush=True)
+            runs.append(_one_run(i, Path(tmp), flags, session.core))
+    cases = _per_case(runs)
+    table, missed = _table(cases, runs_n)
+    walls = [r["wall_s"] for r in runs]
+    note = (
+        f"`embedbench run {' '.join(flags) or '(all defaults)'}`, {runs_n} runs back to back; "
+        f"wall per run median {C.median(walls):.1f} s (min {min(walls):.1f}, max "
+        f"{max(walls):.1f}); processes per run: {runs[0]['processes'] or 1}. Cross-coverage: "
+        "share of ordered pairs (i, j ≠ i) with run j's reduction inside run i's 95 % "
+        "interval (≈ 0.83 when calibrated). "
+        + (f"Targets missed: {', '.join(missed)}." if missed else "Every target met.")
+    )
+    session.add("Between-run reproducibility", table, note)
+    session.data.update(
+        {
+            "flags": flags,
+            "runs": runs_n,
+            "wall_s": walls,
+            "cases": {k: {n: v for n, v in e.items() if n != "label"} for k, e in cases.items()},
+            "missed": missed,
+        }
+    )
+    session.finish()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
