@@ -15,6 +15,7 @@ from typing import NoReturn
 from embedbench import checkpoint
 from embedbench.config import (
     DEFAULT_BASELINE_REF,
+    DEFAULT_PROCESSES,
     DEVICES,
     TARGETS,
     WORKTREE,
@@ -55,6 +56,12 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", default="20", help="calls per variant per block")
     p.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICES)}")
     p.add_argument("--seed", default="0", help="seed of the block order")
+    p.add_argument(
+        "--processes",
+        default=str(DEFAULT_PROCESSES),
+        help=f"fresh worker processes the blocks are spread over (default {DEFAULT_PROCESSES}; "
+        "1: the original single-process design)",
+    )
     p.add_argument("--output-dir", help="results dir (default: ./embedbench-results/<UTC time>)")
     p.add_argument("--overwrite", action="store_true", help="replace results in --output-dir")
     p.add_argument("--allow-busy", action="store_true", help="measure on a busy core anyway")
@@ -112,6 +119,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         overwrite=args.overwrite,
         allow_busy=args.allow_busy,
         aa_check=args.aa_check,
+        processes=args.processes,
     )
 
 
@@ -155,7 +163,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_selftest(args: argparse.Namespace) -> int:
     from embedbench.selftest import run_selftest
 
-    checked = RunConfig(blocks=args.blocks, iterations=args.iterations, cpu_core=args.cpu_core)
+    checked = RunConfig(
+        blocks=args.blocks, iterations=args.iterations, cpu_core=args.cpu_core, processes=1
+    )
     delay = parse_float("--delay-us", args.delay_us, minimum=0.01)
     base = parse_float("--base-us", args.base_us, minimum=0.01)
     result = run_selftest(

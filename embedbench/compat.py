@@ -14,7 +14,7 @@ from typing import Any
 
 from embedbench import summary
 from embedbench.schema import ORIGINAL_FORMAT
-from embedbench.timing import TIMER_SCOPE, derive_seed
+from embedbench.timing import TIMER_SCOPE
 from embedbench.validation import EXPECTED_LOOKUPS
 
 
@@ -91,10 +91,8 @@ def upgrade_summary(
         if not ok.get((case, tokens), False) or not case_records:
             upgraded.append(summary.invalid_row(case, tokens))
             continue
-        # The original's block order came from its own seed; this seed only drives
-        # the bootstrap resampling, so it is derived like a run's.
-        seed = derive_seed(0, case, tokens)
-        upgraded.append(summary.summary_row(case, tokens, case_records, seed=seed))
+        # The original's block order came from its own seed, which it did not record.
+        upgraded.append(summary.summary_row(case, tokens, case_records, seed=None))
     return upgraded
 
 

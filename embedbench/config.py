@@ -23,6 +23,9 @@ WORKTREE = "WORKTREE"
 TARGETS = ("reference", "vllm-omni")
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_RESULTS_ROOT = "embedbench-results"
+# Worker processes per run (issue 10): chosen from the between-run measurements in
+# docs/PERFORMANCE.md, the fewest whose interval predicts a rerun on the CI machine.
+DEFAULT_PROCESSES = 5
 
 
 def _parse_literal(text: str) -> Any:
@@ -113,6 +116,7 @@ class RunConfig:
     overwrite: bool = False
     allow_busy: bool = False
     aa_check: bool = False
+    processes: int = DEFAULT_PROCESSES
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -138,7 +142,9 @@ class RunConfig:
         set_(self, "lengths", self._coerce_lengths(self.lengths))
         set_(self, "cases", self._coerce_cases(self.cases))
         set_(self, "warmup", parse_int("warmup", self.warmup, minimum=0))
-        set_(self, "blocks", parse_int("blocks", self.blocks, minimum=1))
+        set_(self, "blocks", parse_int("blocks", self.blocks, minimum=2))
+        set_(self, "processes", parse_int("processes", self.processes, minimum=1))
+        self._check_design()
         set_(self, "iterations", parse_int("iterations", self.iterations, minimum=1))
         device = str(self.device).strip().lower()
         if device not in DEVICES:
@@ -148,6 +154,32 @@ class RunConfig:
         set_(self, "overwrite", _as_bool("overwrite", self.overwrite))
         set_(self, "allow_busy", _as_bool("allow_busy", self.allow_busy))
         set_(self, "aa_check", _as_bool("aa_check", self.aa_check))
+
+    def _check_design(self) -> None:
+        """Every worker runs as many baseline-first as fixed-first blocks."""
+        if self.blocks % 2:
+            raise ConfigError(
+                f"blocks must be even, so that half the blocks run the baseline first, got "
+                f"{self.blocks}; use {self.blocks - 1} or {self.blocks + 1}"
+            )
+        pairs = self.blocks // 2
+        if self.processes > pairs:
+            raise ConfigError(
+                f"processes ({self.processes}) must be at most blocks / 2 ({pairs}), so that "
+                f"every worker runs a block in each order; pass --processes {pairs} "
+                f"(notebook: processes={pairs}) or --blocks {2 * self.processes}"
+            )
+
+    def worker_blocks(self) -> list[range]:
+        """The block indices of each worker: consecutive, an even count each, as equal as
+        the pairs allow (the first workers take one pair more when they do not divide)."""
+        share, extra = divmod(self.blocks // 2, self.processes)
+        spans, start = [], 0
+        for worker in range(self.processes):
+            count = 2 * (share + (1 if worker < extra else 0))
+            spans.append(range(start, start + count))
+            start += count
+        return spans
 
     @staticmethod
     def _coerce_lengths(value: Any) -> tuple[int, ...]:

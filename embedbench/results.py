@@ -132,6 +132,13 @@ class ResultsWriter:
         self.validation.append(row)
         write_json_atomic(self.directory / VALIDATION, self.validation)
 
+    def replace_validation(self, case: str, tokens: int, row: dict[str, Any]) -> None:
+        """Replace the validation row of one case and length (another worker's verdict)."""
+        self.validation = [
+            row if (r["case"], r["tokens"]) == (case, tokens) else r for r in self.validation
+        ]
+        write_json_atomic(self.directory / VALIDATION, self.validation)
+
     def add_summary(self, row: dict[str, Any]) -> None:
         """Append one summary row."""
         self.summary.append(row)

@@ -1,15 +1,24 @@
 """The measurement pipeline: config → checkpoint → scenarios → target → timing → results.
 
-``run`` checks every input before it writes anything, then writes the output
-directory as cases finish. ``paired_benchmark`` runs any two zero-argument
-callables through the same timing and statistics.
+``run`` checks every input before it writes anything, then measures: in its own
+process when ``processes=1`` (the original single-process design), else in that many
+fresh worker processes one after the other (``python -m embedbench.worker``), each
+loading the table itself, pinning, warming up and timing its share of every case's
+blocks (see ``measure``). A ``_Collector`` takes the events of either, writes the
+output directory as they arrive and a case's summary once every worker has measured
+it. ``paired_benchmark`` runs any two zero-argument callables through the same timing
+and statistics, in one process.
 """
 
 from __future__ import annotations
 
-import functools
-import gc
+import json
+import os
+import selectors
+import signal
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,12 +29,13 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+import embedbench
 from embedbench import checkpoint, stats, summary, sysinfo
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.devices import resolve_device, sync_for
-from embedbench.errors import ConfigError
-from embedbench.hostlock import host_lock
-from embedbench.interrupts import RunInterrupted, stop_requests
+from embedbench.errors import ConfigError, EmbedbenchError
+from embedbench.hostlock import HostLock, host_lock
+from embedbench.interrupts import RunInterrupted, StopFlag, stop_requests
 from embedbench.isolation import (
     ContentionReading,
     allowed_cores,
@@ -33,23 +43,25 @@ from embedbench.isolation import (
     isolated,
     resolve_cpu_core,
 )
+from embedbench.measure import Event, Share, calls_per_share, measure_share
 from embedbench.results import ResultsWriter, RunResult, check_output_dir
-from embedbench.scenarios import build_scenario, call_variant
-from embedbench.targets import VARIANTS, Target
-from embedbench.targets.reference import build_reference_target
+from embedbench.targets import VARIANTS
 from embedbench.timing import (
     AA_SCOPE,
     METRIC_ORDER,
     MICRO_SCOPE,
+    TIMER_SCOPE,
     BlockRecord,
-    calls_per_pair,
     derive_seed,
     measure_pair,
     measure_timer_floor,
 )
-from embedbench.validation import validate_scenario
 
 Log = Callable[[str], None]
+
+
+class WorkerError(EmbedbenchError):
+    """A worker process failed or reported something the run cannot accept."""
 
 
 def _stderr(message: str) -> None:
@@ -73,6 +85,21 @@ class PreparedRun:
     location: checkpoint.EmbeddingLocation
     output_dir: Path
     started: datetime = field(default_factory=_utc_now)
+
+    def shares(self) -> list[Share]:
+        """Each worker's share of the blocks (one share for ``processes=1``)."""
+        return [
+            Share(
+                config=self.config,
+                worker=worker,
+                first_block=span.start,
+                block_count=len(span),
+                cpu_core=self.cpu_core,
+                device=str(self.device),
+                model_dir=str(self.model_dir),
+            )
+            for worker, span in enumerate(self.config.worker_blocks())
+        ]
 
 
 def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
@@ -114,41 +141,25 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
     )
 
 
-def build_target(prepared: PreparedRun, table: torch.Tensor) -> Target:
-    """The target named in the config, bound to the loaded table."""
+def _metadata(prepared: PreparedRun, ready: Event, contention: ContentionReading) -> dict[str, Any]:
+    """metadata.json at the start of measuring, from the first worker's ``ready`` event."""
     config = prepared.config
-    if config.target == "vllm-omni":
-        from embedbench.targets.vllm_omni import build_vllm_omni_target
-
-        return build_vllm_omni_target(
-            table,
-            prepared.facts,
-            repo=config.repo,
-            baseline_ref=config.baseline_ref,
-            candidate_ref=config.candidate_ref,
-            device=prepared.device,
-        )
-    return build_reference_target(table, prepared.facts)
-
-
-def _metadata(
-    prepared: PreparedRun, target: Target, freq_source: str, contention: ContentionReading
-) -> dict[str, Any]:
-    config = prepared.config
+    target_metadata = ready["target_metadata"]
     vocab, hidden = prepared.location.shape
-    refs = target.metadata.get(
+    refs = target_metadata.get(
         "refs", {"baseline_ref": None, "candidate_ref": None, "checked_out_commit": None}
     )
     versions = sysinfo.versions()
     device_name = sysinfo.device_name(prepared.device)
     return {
         "status": "running",
-        "target": target.name,
-        "target_info": target.metadata,
+        "target": ready["target"],
+        "target_info": target_metadata,
         # Filled by targets that read code from git (vllm-omni); None for the replica.
         "refs": refs,
-        "candidate_ref": target.metadata.get("candidate_ref"),
-        "dirty": target.metadata.get("dirty"),
+        "candidate_ref": target_metadata.get("candidate_ref"),
+        "dirty": target_metadata.get("dirty"),
+        "code_sha256": ready["code"],
         "versions": versions,
         "device": prepared.device.type,
         "device_name": device_name,
@@ -160,7 +171,8 @@ def _metadata(
             checkpoint.EMBEDDING_KEY,
         ),
         "cpu_core": prepared.cpu_core,
-        "cpu_frequency_source": freq_source,
+        "cpu_frequency_source": ready["frequency_source"],
+        "threads": ready["isolation"],
         "contention": contention.to_json(),
         "contention_checks": [{"before": "run", **contention.to_json()}],
         "busy_core": contention.label,
@@ -170,6 +182,8 @@ def _metadata(
         "warmup": config.warmup,
         "blocks": config.blocks,
         "iterations": config.iterations,
+        "processes": config.processes,
+        "workers": [],
         "lengths": list(config.lengths),
         "cases": list(config.cases),
         "model": str(prepared.model_dir),
@@ -211,38 +225,217 @@ def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
         bar.close()
 
 
+def total_calls(config: RunConfig) -> int:
+    """Warm-up and timed calls of the whole run, over every worker (for progress bars)."""
+    per_case = sum(calls_per_share(config, len(span)) for span in config.worker_blocks())
+    return len(config.lengths) * len(config.cases) * per_case
+
+
 @dataclass
-class _Measurement:
-    """What every case of one run shares while it is measured."""
+class _CaseState:
+    """What the workers have reported for one case and length so far."""
 
-    prepared: PreparedRun
-    target: Target
-    writer: ResultsWriter
-    sync: Callable[[], None]
-    read_mhz: Callable[[], float | None]
-    advance: Callable[[int], None]
-    check_stop: Callable[[], None]
-    affinity: list[int]
+    validation: dict[int, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    timed: dict[str, set[int]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    answered: set[int] = field(default_factory=set)
+    written: bool = False
 
-    def recheck_contention(self, case: str, tokens: int) -> ContentionReading:
-        """The guard again before a case (a busy core refuses the rest of the run)."""
+
+class _Collector:
+    """Turns measurement events into the output directory (the writer starts at ``ready``)."""
+
+    def __init__(
+        self,
+        prepared: PreparedRun,
+        lock: HostLock,
+        contention: ContentionReading,
+        advance: Callable[[int], None],
+        log: Log,
+        affinity: list[int],
+    ) -> None:
+        self.prepared = prepared
+        self.affinity = affinity
+        self.lock = lock
+        self.contention = contention
+        self.advance = advance
+        self.log = log
+        self.writer: ResultsWriter | None = None
+        self.first_ready: Event | None = None
+        self.cases = {
+            (case, tokens): _CaseState()
+            for tokens in prepared.config.lengths
+            for case in prepared.config.cases
+        }
+        self.completed: list[str] = []
+
+    # -- events -----------------------------------------------------------------------------
+
+    def handle(self, event: Event) -> None:
+        """Take one event of ``measure.measure_share``."""
+        kind = event["event"]
+        if kind == "progress":
+            self.advance(int(event["calls"]))
+            return
+        if kind == "ready":
+            self._ready(event)
+            return
+        writer = self._writer()
+        if kind == "records":
+            writer.add_records(event["records"])
+            if event["scope"] != TIMER_SCOPE:
+                self._timed(event)
+        elif kind == "validation":
+            self._validation(event)
+        elif kind == "case_error":
+            state = self.cases[(event["case"], event["tokens"])]
+            state.errors.append(event["error"])
+            self._answered(event["case"], event["tokens"], event["worker"])
+
+    def _timed(self, event: Event) -> None:
+        """One worker's records of one scope of a case; the case is answered by that worker
+        once it has delivered every scope (the A/B comparison, and the A/A check if asked)."""
+        case, tokens, worker = event["case"], event["tokens"], event["worker"]
+        state = self.cases[(case, tokens)]
+        state.records.setdefault(event["scope"], []).extend(event["records"])
+        state.timed.setdefault(event["scope"], set()).add(worker)
+        scopes = (MICRO_SCOPE, AA_SCOPE) if self.prepared.config.aa_check else (MICRO_SCOPE,)
+        if all(worker in state.timed.get(scope, ()) for scope in scopes):
+            self._answered(case, tokens, worker)
+
+    def _writer(self) -> ResultsWriter:
+        if self.writer is None:
+            raise WorkerError("a worker reported results before it was ready")
+        return self.writer
+
+    def _ready(self, event: Event) -> None:
+        worker = {
+            key: event[key] for key in ("worker", "pid", "blocks", "code", "table", "isolation")
+        }
+        worker["started_at"] = _utc_now().isoformat()
+        if self.writer is None:
+            self.first_ready = event
+            metadata = _metadata(self.prepared, event, self.contention)
+            self.writer = ResultsWriter(
+                self.prepared.output_dir, {**metadata, "host_lock": self.lock.to_json()}
+            )
+            self.log(f"writing results to {self.prepared.output_dir}")
+        else:
+            self._same_code(event)
+        workers = self.writer.metadata["workers"]
+        self.writer.update_metadata(workers=[*workers, worker])
+
+    def _same_code(self, event: Event) -> None:
+        """Every worker must measure exactly the code the first one measured."""
+        first = self.first_ready
+        assert first is not None
+        for key in ("target", "code", "target_metadata"):
+            if event[key] != first[key]:
+                raise WorkerError(
+                    f"worker {event['worker']} measured different code than worker "
+                    f"{first['worker']} ({key} differs: was the source changed during the "
+                    "run?); rerun without editing the measured code"
+                )
+
+    def _validation(self, event: Event) -> None:
+        writer = self._writer()
+        case, tokens, row = event["case"], event["tokens"], event["row"]
+        state = self.cases[(case, tokens)]
+        state.validation[event["worker"]] = row
+        if not row.get("ok"):
+            self._answered(case, tokens, event["worker"])
+        merged = self._merged_validation(state)
+        rows = [r for r in writer.validation if (r["case"], r["tokens"]) != (case, tokens)]
+        if len(rows) == len(writer.validation):
+            writer.add_validation(merged)
+        else:
+            writer.replace_validation(case, tokens, merged)
+
+    @staticmethod
+    def _merged_validation(state: _CaseState) -> dict[str, Any]:
+        """The first worker's row; any worker's failure makes it fail, named per worker."""
+        ordered = [state.validation[w] for w in sorted(state.validation)]
+        failed = {w: r for w, r in sorted(state.validation.items()) if not r.get("ok")}
+        row = dict(failed[min(failed)] if failed else ordered[0])
+        if len(state.validation) > 1 or failed:
+            row["workers_ok"] = {str(w): bool(r.get("ok")) for w, r in state.validation.items()}
+        return row
+
+    def _answered(self, case: str, tokens: int, worker: int) -> None:
+        state = self.cases[(case, tokens)]
+        state.answered.add(worker)
+        if len(state.answered) == self.prepared.config.processes and not state.written:
+            self._summarize(case, tokens, state)
+
+    def _summarize(self, case: str, tokens: int, state: _CaseState) -> None:
+        writer = self._writer()
+        state.written = True
+        failed = [r for r in state.validation.values() if not r.get("ok")]
+        if failed:
+            writer.add_summary(summary.invalid_row(case, tokens))
+        elif state.errors:
+            writer.add_summary(summary.invalid_row(case, tokens, error=state.errors[0]))
+        else:
+            config = self.prepared.config
+            aa = None
+            if config.aa_check:
+                aa = summary.aa_summary(state.records[AA_SCOPE])
+            row = summary.summary_row(
+                case,
+                tokens,
+                state.records[MICRO_SCOPE],
+                seed=derive_seed(config.seed, case, tokens),
+                aa=aa,
+            )
+            busy = writer.metadata.get("busy_core")
+            writer.add_summary({**row, "busy_core": busy} if busy else row)
+        self.completed.append(f"{case}@{tokens}")
+
+    # -- guards and the end -----------------------------------------------------------------
+
+    def recheck_contention(self, before: str) -> None:
+        """The guard again (a busy core refuses the rest of the run)."""
         reading = check_contention(
             self.prepared.cpu_core,
             allow_busy=self.prepared.config.allow_busy,
             candidates=self.affinity,
         )
-        checks = self.writer.metadata["contention_checks"]
-        self.writer.update_metadata(
-            contention_checks=[*checks, {"before": f"{case}@{tokens}", **reading.to_json()}],
-            busy_core=self.writer.metadata["busy_core"] or reading.label,
+        writer = self._writer()
+        checks = writer.metadata["contention_checks"]
+        writer.update_metadata(
+            contention_checks=[*checks, {"before": before, **reading.to_json()}],
+            busy_core=writer.metadata["busy_core"] or reading.label,
         )
-        return reading
 
+    def worker_finished(self, worker: int, exit_code: int) -> None:
+        """Record when and how a worker ended."""
+        writer = self._writer()
+        workers = [
+            {**w, "ended_at": _utc_now().isoformat(), "exit_code": exit_code}
+            if w["worker"] == worker
+            else w
+            for w in writer.metadata["workers"]
+        ]
+        writer.update_metadata(workers=workers)
 
-def calls_per_case(config: RunConfig) -> int:
-    """Warm-up and timed calls of one case (twice that with the A/A check)."""
-    calls = calls_per_pair(config.warmup, config.blocks, config.iterations)
-    return 2 * calls if config.aa_check else calls
+    def finish(self, status: str, **fields: Any) -> None:
+        """Final status, the completed cases and the end time (nothing if never ready)."""
+        if self.writer is None:
+            return
+        ended = _utc_now()
+        self.writer.update_metadata(
+            status=status,
+            completed_cases=list(self.completed),
+            end_time=ended.timestamp(),
+            ended_at=ended.isoformat(),
+            **fields,
+        )
+
+    def result(self) -> RunResult:
+        """The finished run, in memory."""
+        w = self._writer()
+        return RunResult(self.prepared.output_dir, w.metadata, w.records, w.validation, w.summary)
 
 
 def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunResult:
@@ -259,146 +452,121 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
         )
         if contention.label:
             log(f"warning: {contention.label}")
-        table = checkpoint.load_embedding_table(prepared.location, device=prepared.device)
-        target = build_target(prepared, table)
-        freq_source, read_mhz = sysinfo.cpu_frequency_reader(prepared.cpu_core)
-        metadata = _metadata(prepared, target, freq_source, contention)
-        writer = ResultsWriter(prepared.output_dir, {**metadata, "host_lock": lock.to_json()})
-        log(f"writing results to {prepared.output_dir}")
-        return _measure_all(prepared, target, writer, read_mhz, affinity, progress)
+        with _progress_bar(total_calls(config), progress) as advance:
+            collector = _Collector(prepared, lock, contention, advance, log, affinity)
+            try:
+                with stop_requests() as stop:
+                    if config.processes == 1:
+                        _measure_in_process(prepared, collector, stop)
+                    else:
+                        _measure_in_workers(prepared, collector, stop, log)
+            except KeyboardInterrupt as exc:  # also RunInterrupted, raised between blocks
+                collector.finish("interrupted")
+                if collector.writer is None:
+                    raise
+                raise RunInterrupted(
+                    f"interrupted ({exc or 'KeyboardInterrupt'}); the {len(collector.completed)} "
+                    f"completed case(s) are kept in {prepared.output_dir}"
+                ) from exc
+            except BaseException as exc:
+                collector.finish("failed", error=f"{type(exc).__name__}: {exc}")
+                raise
+        collector.finish("complete")
+        return collector.result()
 
 
-def _measure_all(
-    prepared: PreparedRun,
-    target: Target,
-    writer: ResultsWriter,
-    read_mhz: Callable[[], float | None],
-    affinity: list[int],
-    progress: bool,
-) -> RunResult:
-    config = prepared.config
-    pairs = [(tokens, case) for tokens in config.lengths for case in config.cases]
-    completed: list[str] = []
-    try:
-        with (
-            stop_requests() as stop,
-            isolated(prepared.cpu_core) as state,
-            _progress_bar(len(pairs) * calls_per_case(config), progress) as advance,
-        ):
-            sync = sync_for(prepared.device)
-            writer.update_metadata(threads=state.to_json())
-            floor = measure_timer_floor(device=prepared.device.type, sync=sync, read_mhz=read_mhz)
-            writer.add_records([r.to_json() for r in floor])
-            session = _Measurement(
-                prepared, target, writer, sync, read_mhz, advance, stop.check, affinity
-            )
-            for index, (tokens, case) in enumerate(pairs):
-                if index:
-                    session.recheck_contention(case, tokens)
-                _measure_case(session, case, tokens)
-                completed.append(f"{case}@{tokens}")
-                _release_memory(prepared.device)
-    except KeyboardInterrupt as exc:  # also RunInterrupted, raised between blocks
-        _finish(writer, "interrupted", completed)
-        raise RunInterrupted(
-            f"interrupted ({exc or 'KeyboardInterrupt'}); the {len(completed)} completed "
-            f"case(s) are kept in {prepared.output_dir}"
-        ) from exc
-    except BaseException as exc:
-        _finish(writer, "failed", completed, error=f"{type(exc).__name__}: {exc}")
-        raise
-    _finish(writer, "complete", completed)
-    return RunResult(
-        prepared.output_dir, writer.metadata, writer.records, writer.validation, writer.summary
+def _measure_in_process(prepared: PreparedRun, collector: _Collector, stop: StopFlag) -> None:
+    """``processes=1``: the original design, every block in this process."""
+    (share,) = prepared.shares()
+    measure_share(
+        share,
+        collector.handle,
+        check_stop=stop.check,
+        before_case=lambda case, tokens: collector.recheck_contention(f"{case}@{tokens}"),
     )
+    collector.worker_finished(share.worker, 0)
 
 
-def _finish(writer: ResultsWriter, status: str, completed: list[str], **fields: Any) -> None:
-    ended = _utc_now()
-    writer.update_metadata(
-        status=status,
-        completed_cases=completed,
-        end_time=ended.timestamp(),
-        ended_at=ended.isoformat(),
-        **fields,
-    )
+def _worker_environment() -> dict[str, str]:
+    """This environment, with the imported embedbench first on the path: a worker runs
+    exactly the package this process runs."""
+    root = str(Path(embedbench.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
 
 
-def _release_memory(device: torch.device) -> None:
-    """Free what the finished case left behind (gc stays disabled while timing)."""
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+def _measure_in_workers(
+    prepared: PreparedRun, collector: _Collector, stop: StopFlag, log: Log
+) -> None:
+    """Every share in its own fresh process, one after the other on the pinned core."""
+    for share in prepared.shares():
+        stop.check()
+        if share.worker:
+            collector.recheck_contention(f"worker {share.worker}")
+        code = _run_worker(share, collector, stop, log)
+        collector.worker_finished(share.worker, code)
 
 
-def _time_pair(
-    session: _Measurement,
-    variants: dict[str, Callable[[], Any]],
-    case: str,
-    tokens: int,
-    seed: int,
-    scope: str,
-) -> list[dict[str, Any]]:
-    config = session.prepared.config
-    records = measure_pair(
-        variants,
-        case=case,
-        tokens=tokens,
-        warmup=config.warmup,
-        blocks=config.blocks,
-        iterations=config.iterations,
-        seed=seed,
-        device=session.prepared.device.type,
-        sync=session.sync,
-        read_mhz=session.read_mhz,
-        progress=session.advance,
-        check_stop=session.check_stop,
-        scope=scope,
-    )
-    rows = [r.to_json() for r in records]
-    session.writer.add_records(rows)
-    return rows
-
-
-def _measure_case(session: _Measurement, case: str, tokens: int) -> None:
-    prepared, target, writer = session.prepared, session.target, session.writer
-    config = prepared.config
-    scenario = build_scenario(
-        case,
-        tokens,
-        token_ids=prepared.facts,
-        hidden_size=prepared.location.shape[1],
-        device=prepared.device,
-        tag=target.tag,
-    )
-    check = validate_scenario(target, scenario)
-    writer.add_validation(check.to_json())
-    if not check.ok:
-        session.advance(calls_per_case(config))
-        writer.add_summary(summary.invalid_row(case, tokens))
-        return
-    calls = {
-        name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
-    }
-    seed = derive_seed(config.seed, case, tokens)
-    try:
-        rows = _time_pair(session, calls, case, tokens, seed, MICRO_SCOPE)
-        aa = None
-        if config.aa_check:  # the baseline against itself, under both labels
-            aa_seed = derive_seed(config.seed, case, tokens, AA_SCOPE)
-            same = {"baseline": calls["baseline"], "fixed": calls["baseline"]}
-            aa = summary.aa_summary(
-                _time_pair(session, same, case, tokens, aa_seed, AA_SCOPE), seed=aa_seed
-            )
-    except Exception as exc:  # a crash inside a wrapper: record it, go on with the next case
-        message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        writer.add_summary(
-            summary.invalid_row(case, tokens, error=f"crashed while timing: {message}")
+def _run_worker(share: Share, collector: _Collector, stop: StopFlag, log: Log) -> int:
+    """Run one worker process to its end, feeding its events to ``collector``."""
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "embedbench.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env=_worker_environment(),
         )
-        return
-    row = summary.summary_row(case, tokens, rows, seed=seed, aa=aa)
-    busy = writer.metadata.get("busy_core")
-    writer.add_summary({**row, "busy_core": busy} if busy else row)
+        failure: Event | None = None
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(share.to_json()).encode())
+            proc.stdin.close()
+            for event in _events(proc, stop):
+                if event["event"] in ("error", "stopped"):
+                    failure = event
+                else:
+                    collector.handle(event)
+            code = proc.wait()
+        finally:
+            if proc.poll() is None:  # a second Ctrl-C, or an error here: stop it now
+                proc.kill()
+                proc.wait()
+        if code == 0:
+            return code
+        errors.seek(0)
+        tail = [line for line in errors.read().decode(errors="replace").splitlines() if line]
+    if code == 130 or (failure or {}).get("event") == "stopped":
+        raise RunInterrupted(f"worker {share.worker} stopped")
+    for line in tail[-20:]:
+        log(f"worker {share.worker}: {line}")
+    message = (failure or {}).get("message") or (tail[-1] if tail else f"exit code {code}")
+    raise WorkerError(f"worker {share.worker} failed (exit code {code}): {message}")
+
+
+def _events(proc: subprocess.Popen, stop: StopFlag) -> Iterator[Event]:
+    """The worker's events as they arrive; a stop request is passed on to the worker."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buffer = b""
+    forwarded = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            if stop and not forwarded:
+                forwarded = True
+                proc.send_signal(signal.SIGTERM)
+            if not selector.select(timeout=0.2):
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield json.loads(line)
 
 
 @dataclass
@@ -429,6 +597,9 @@ def paired_benchmark(
     """Time two zero-argument callables, ``{"baseline": f, "fixed": g}``, like ``run`` does.
 
     Takes the host lock and refuses a busy core unless ``allow_busy``, as ``run`` does.
+    Unlike ``run``, it stays in this one process (arbitrary callables cannot be sent to
+    a fresh worker), so its interval is the within-process Hodges–Lehmann interval:
+    it does not see what differs between processes. ``blocks`` must be even.
     """
     if set(variants) != set(VARIANTS):
         raise ConfigError(f"variants must be exactly {list(VARIANTS)}, got {list(variants)}")
@@ -439,6 +610,7 @@ def paired_benchmark(
         seed=seed,
         device=device,
         cpu_core=cpu_core,
+        processes=1,
     )
     dev = resolve_device(checked.device)
     core = resolve_cpu_core(checked.cpu_core)
@@ -461,8 +633,7 @@ def paired_benchmark(
             sync=sync,
             read_mhz=read_mhz,
         )
-    host = summary.blocks_by_variant([r.to_json() for r in records], 0)
-    pair = stats.summarize_pair(host["baseline"], host["fixed"], seed=schedule_seed)
+    pair = summary.summarize_records([r.to_json() for r in records])
     return PairedResult(
         pair.host_us,
         pair.reduction_pct,

@@ -277,6 +277,35 @@ def checkpoint_fingerprint(model_dir: str | Path, shard: str | Path, key: str) -
     }
 
 
+HUGE_PAGE_BYTES = 2 * 2**20
+
+
+def _smaps_huge_kb(address: int, smaps: Path = Path("/proc/self/smaps")) -> int | None:
+    """AnonHugePages (kB) of the mapping that holds ``address``, or None if unreadable."""
+    inside = False
+    try:
+        with smaps.open() as handle:
+            for line in handle:
+                head = line.split(maxsplit=1)[0]
+                if "-" in head and not head.endswith(":"):
+                    low, _, high = head.partition("-")
+                    inside = int(low, 16) <= address < int(high, 16)
+                elif inside and head == "AnonHugePages:":
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def memory_placement(table: torch.Tensor) -> dict[str, Any]:
+    """Where a CPU tensor landed: its address modulo 2 MiB and the transparent huge pages
+    backing its mapping (None for device memory or when /proc cannot tell)."""
+    if table.device.type != "cpu":
+        return {"address_mod_2mib": None, "anon_huge_kb": None}
+    address = table.data_ptr()
+    return {"address_mod_2mib": address % HUGE_PAGE_BYTES, "anon_huge_kb": _smaps_huge_kb(address)}
+
+
 def gpu_facts(device: str | torch.device) -> dict[str, Any] | None:
     """Name and compute capability of a CUDA device, or None for other devices."""
     dev = torch.device(device)

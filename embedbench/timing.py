@@ -196,6 +196,7 @@ def measure_pair(
     progress: Progress | None = None,
     check_stop: Callable[[], None] = lambda: None,
     scope: str = MICRO_SCOPE,
+    first_block: int = 0,
 ) -> list[BlockRecord]:
     """Warm up each variant, then run ``blocks`` paired blocks in the seeded order.
 
@@ -203,7 +204,8 @@ def measure_pair(
     ``progress`` is told how many calls finished after each warm-up and block.
     ``check_stop`` runs between blocks (and warm-ups) and may raise to stop early,
     so a stop never leaves a block with only one variant. ``scope`` labels the
-    records (``AA_SCOPE`` for the A/A check).
+    records (``AA_SCOPE`` for the A/A check). Blocks are numbered from ``first_block``
+    (a worker process's share of a run continues the run's numbering).
     """
     names = tuple(variants)
     if len(names) != 2:
@@ -224,7 +226,7 @@ def measure_pair(
                     tokens,
                     scope,
                     name,
-                    block,
+                    first_block + block,
                     position,
                     variants[name],
                     iterations,

@@ -25,7 +25,7 @@ def small_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def small_run_dir(small_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A complete quick run (all six cases, 300 tokens, 6 blocks) on the small checkpoint."""
+    """A complete quick run (all six cases, 300 tokens, 6 blocks in 3 workers), small checkpoint."""
     from embedbench import RunConfig, run
 
     out = tmp_path_factory.mktemp("runs") / "quick"
@@ -35,6 +35,7 @@ def small_run_dir(small_checkpoint: Path, tmp_path_factory: pytest.TempPathFacto
         warmup=2,
         blocks=6,
         iterations=3,
+        processes=3,
         output_dir=str(out),
         allow_busy=True,
     )

@@ -12,9 +12,13 @@ import torch
 
 from embedbench.checkpoint import QWEN25_OMNI_7B_TOKEN_IDS, QWEN25_OMNI_7B_VOCAB
 
-# A short design for runs whose structure, not numbers, is under test. --allow-busy:
+# A short design for runs whose structure, not numbers, is under test (three worker
+# processes of two blocks each, as the default design spreads its blocks). --allow-busy:
 # such tests must not depend on a quiet machine; the contention guard has its own tests.
-QUICK_DESIGN = ["--lengths", "300", "--warmup", "2", "--blocks", "6", "--iterations", "3"]
+QUICK_DESIGN = [
+    *("--lengths", "300", "--warmup", "2", "--blocks", "6", "--iterations", "3"),
+    *("--processes", "3"),
+]
 QUICK = [*QUICK_DESIGN, "--allow-busy"]
 
 AUDIO = QWEN25_OMNI_7B_TOKEN_IDS["audio_token_index"]

@@ -34,6 +34,7 @@ def test_string_forms_of_scalars_and_flags():
     c = RunConfig(
         warmup="0",
         blocks="6",
+        processes="3",
         iterations="5",
         seed="-3",
         cpu_core="0",
@@ -42,6 +43,7 @@ def test_string_forms_of_scalars_and_flags():
         cases="audio video",
     )
     assert (c.warmup, c.blocks, c.iterations, c.seed, c.cpu_core) == (0, 6, 5, -3, 0)
+    assert c.processes == 3
     assert c.overwrite is True and c.allow_busy is False
     assert c.cases == ("audio", "video")
     assert RunConfig(cases="['text']").cases == ("text",)
@@ -55,7 +57,10 @@ def test_string_forms_of_scalars_and_flags():
         ({"lengths": "abc"}, "integer"),
         ({"lengths": []}, "at least"),
         ({"lengths": [512, 512]}, "duplicates"),
-        ({"blocks": 0}, "blocks must be >= 1"),
+        ({"blocks": 0}, "blocks must be >= 2"),
+        ({"blocks": 21}, "blocks must be even"),
+        ({"processes": 0}, "processes must be >= 1"),
+        ({"blocks": 6, "processes": 4}, "pass --processes 3"),
         ({"iterations": 0}, "iterations must be >= 1"),
         ({"warmup": -1}, "warmup must be >= 0"),
         ({"cases": ["audio", "smell"]}, "unknown case 'smell'"),

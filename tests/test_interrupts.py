@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from embedbench import RunConfig, load_results, report, run
-from embedbench import runner as runner_module
+from embedbench import measure as measure_module
 from embedbench.cli import main
 from embedbench.results import RESULT_FILES
 from embedbench.targets.reference import build_reference_target
@@ -47,6 +47,8 @@ def test_signal_mid_run_leaves_valid_files_marked_interrupted(small_checkpoint, 
             "2",
             "--blocks",
             "400",
+            "--processes",
+            "1",
             "--iterations",
             "20",
             "--output-dir",
@@ -85,8 +87,8 @@ def test_signal_mid_run_leaves_valid_files_marked_interrupted(small_checkpoint, 
 def test_a_crash_inside_a_wrapper_is_recorded_and_the_run_goes_on(
     small_checkpoint, tmp_path, monkeypatch, capsys
 ):
-    def flaky_target(prepared, table):
-        target = build_reference_target(table, prepared.facts)
+    def flaky_target(config, facts, table, device):
+        target = build_reference_target(table, facts)
         fixed = target.variants["fixed"]
         calls = {"n": 0}
 
@@ -100,7 +102,7 @@ def test_a_crash_inside_a_wrapper_is_recorded_and_the_run_goes_on(
         target.variants["fixed"] = crash_after_validation
         return target
 
-    monkeypatch.setattr(runner_module, "build_target", flaky_target)
+    monkeypatch.setattr(measure_module, "build_target", flaky_target)
     out = tmp_path / "out"
     code = main(
         [
@@ -113,6 +115,8 @@ def test_a_crash_inside_a_wrapper_is_recorded_and_the_run_goes_on(
             "2",
             "--blocks",
             "6",
+            "--processes",
+            "1",
             "--iterations",
             "3",
             "--output-dir",
@@ -144,14 +148,15 @@ def test_the_isolation_is_restored_when_a_run_fails(small_checkpoint, tmp_path, 
     def broken_floor(**_kwargs):
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(runner_module, "measure_timer_floor", broken_floor)
+    monkeypatch.setattr(measure_module, "measure_timer_floor", broken_floor)
     config = RunConfig(
         allow_busy=True,
         model=str(small_checkpoint),
         lengths=300,
         warmup=1,
-        blocks=1,
+        blocks=2,
         iterations=1,
+        processes=1,
         output_dir=str(tmp_path / "out"),
     )
     with pytest.raises(OSError):

@@ -47,7 +47,7 @@ def test_it_takes_the_host_lock_like_run():
         paired_benchmark(
             {"baseline": _busy(1), "fixed": _busy(1)},
             warmup=0,
-            blocks=1,
+            blocks=2,
             iterations=1,
             allow_busy=True,
         )

@@ -1,0 +1,256 @@
+"""One process's share of a run: load the table, build the target, validate and time.
+
+``measure_share`` is what every worker process runs (and what ``run`` runs in its own
+process when ``processes=1``): it loads the embedding table itself, builds the
+target, pins and isolates, measures the timer floor, then for every case and length
+validates both variants, warms them up and times its blocks. It reports through an
+``emit`` callback of plain-JSON events and computes no statistics:
+
+- ``ready``: the target, the fingerprint of the code of each variant, the frequency
+  source, the isolation state and where the table landed in memory;
+- ``records``: raw block records of one case, length and scope (timer floor: case
+  ``timer``), each carrying ``worker``;
+- ``validation``: one case's validation row;
+- ``case_error``: a wrapper crashed while timing (the case is recorded invalid);
+- ``progress``: how many calls finished;
+- ``done``: the share is complete.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import marshal
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from embedbench import checkpoint, sysinfo
+from embedbench.config import RunConfig
+from embedbench.devices import sync_for
+from embedbench.isolation import isolated
+from embedbench.scenarios import build_scenario, call_variant
+from embedbench.targets import VARIANTS, Target
+from embedbench.targets.reference import build_reference_target
+from embedbench.timing import AA_SCOPE, MICRO_SCOPE, derive_seed, measure_pair, measure_timer_floor
+from embedbench.validation import validate_scenario
+
+Event = dict[str, Any]
+Emit = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class Share:
+    """What one process measures: every case and length of ``config``, blocks ``first..``.
+
+    Plain JSON (``to_json``/``from_json``), so a worker process receives it on stdin.
+    """
+
+    config: RunConfig
+    worker: int
+    first_block: int
+    block_count: int
+    cpu_core: int
+    device: str
+    model_dir: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        return {**asdict(self), "config": self.config.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Share:
+        """The inverse of ``to_json``."""
+        return cls(**{**data, "config": RunConfig.from_mapping(data["config"])})
+
+
+def schedule_seed(config: RunConfig, case: str, tokens: int, worker: int, scope: str) -> int:
+    """The block-order seed of one worker's share of a case (one process: the original's)."""
+    parts: list[object] = [case, tokens]
+    if scope != MICRO_SCOPE:
+        parts.append(scope)
+    if config.processes > 1:
+        parts.append(f"worker{worker}")
+    return derive_seed(config.seed, *parts)
+
+
+def build_target(
+    config: RunConfig, facts: checkpoint.ThinkerFacts, table: torch.Tensor, device: torch.device
+) -> Target:
+    """The target named in the config, bound to the loaded table."""
+    if config.target == "vllm-omni":
+        from embedbench.targets.vllm_omni import build_vllm_omni_target
+
+        return build_vllm_omni_target(
+            table,
+            facts,
+            repo=config.repo,
+            baseline_ref=config.baseline_ref,
+            candidate_ref=config.candidate_ref,
+            device=device,
+        )
+    return build_reference_target(table, facts)
+
+
+def code_fingerprint(fn: Callable[..., Any]) -> str:
+    """SHA-256 of the bytecode (and constants) a variant runs, so that two processes can
+    show they measured the same code."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        return "unavailable"
+    return hashlib.sha256(marshal.dumps(code)).hexdigest()
+
+
+def _load(share: Share) -> tuple[checkpoint.ThinkerFacts, torch.Tensor, dict[str, Any]]:
+    model_dir = Path(share.model_dir)
+    facts = checkpoint.read_thinker_facts(model_dir)
+    location = checkpoint.locate_embedding(model_dir, facts)
+    started = time.perf_counter()
+    table = checkpoint.load_embedding_table(location, device=share.device)
+    placement = {"load_s": time.perf_counter() - started, **sysinfo.memory_placement(table)}
+    return facts, table, placement
+
+
+def measure_share(
+    share: Share,
+    emit: Emit,
+    *,
+    check_stop: Callable[[], None],
+    before_case: Callable[[str, int], None] = lambda case, tokens: None,
+) -> None:
+    """Measure ``share`` in this process, reporting through ``emit`` (see the module doc).
+
+    ``check_stop`` runs between blocks and may raise to stop; ``before_case`` runs
+    before every case but the first (the runner's contention recheck).
+    """
+    config, device = share.config, torch.device(share.device)
+    facts, table, placement = _load(share)
+    target = build_target(config, facts, table, device)
+    frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
+    sync = sync_for(device)
+    with isolated(share.cpu_core) as state:
+        emit(
+            {
+                "event": "ready",
+                "worker": share.worker,
+                "pid": os.getpid(),
+                "blocks": [share.first_block, share.first_block + share.block_count],
+                "target": target.name,
+                "target_metadata": target.metadata,
+                "code": {name: code_fingerprint(target.variants[name]) for name in VARIANTS},
+                "frequency_source": frequency_source,
+                "isolation": state.to_json(),
+                "table": placement,
+            }
+        )
+        floor = measure_timer_floor(device=device.type, sync=sync, read_mhz=read_mhz)
+        emit(_records(share, "timer", 0, "overhead", [r.to_json() for r in floor]))
+        pairs = [(tokens, case) for tokens in config.lengths for case in config.cases]
+        for index, (tokens, case) in enumerate(pairs):
+            if index:
+                before_case(case, tokens)
+            _measure_case(share, target, facts, case, tokens, emit, sync, read_mhz, check_stop)
+            gc.collect()  # what the case left behind (gc stays disabled while timing)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    emit({"event": "done", "worker": share.worker})
+
+
+def _records(share: Share, case: str, tokens: int, scope: str, rows: list[dict]) -> Event:
+    for row in rows:
+        row["worker"] = share.worker
+    return {
+        "event": "records",
+        "worker": share.worker,
+        "case": case,
+        "tokens": tokens,
+        "scope": scope,
+        "records": rows,
+    }
+
+
+def calls_per_share(config: RunConfig, block_count: int) -> int:
+    """Warm-up and timed calls of one case in one share (twice that with the A/A check)."""
+    calls = 2 * (config.warmup + block_count * config.iterations)
+    return 2 * calls if config.aa_check else calls
+
+
+def _measure_case(
+    share: Share,
+    target: Target,
+    facts: checkpoint.ThinkerFacts,
+    case: str,
+    tokens: int,
+    emit: Emit,
+    sync: Callable[[], None],
+    read_mhz: Callable[[], float | None],
+    check_stop: Callable[[], None],
+) -> None:
+    config = share.config
+    scenario = build_scenario(
+        case,
+        tokens,
+        token_ids=facts,
+        hidden_size=facts.hidden_size,
+        device=share.device,
+        tag=target.tag,
+    )
+    check = validate_scenario(target, scenario)
+    emit(
+        {
+            "event": "validation",
+            "worker": share.worker,
+            "case": case,
+            "tokens": tokens,
+            "row": check.to_json(),
+        }
+    )
+    if not check.ok:
+        emit({"event": "progress", "calls": calls_per_share(config, share.block_count)})
+        return
+    calls = {
+        name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
+    }
+    scopes = [(MICRO_SCOPE, calls)]
+    if config.aa_check:  # the baseline against itself, under both labels
+        scopes.append((AA_SCOPE, {"baseline": calls["baseline"], "fixed": calls["baseline"]}))
+    try:
+        timed = []
+        for scope, variants in scopes:
+            records = measure_pair(
+                variants,
+                case=case,
+                tokens=tokens,
+                warmup=config.warmup,
+                blocks=share.block_count,
+                iterations=config.iterations,
+                seed=schedule_seed(config, case, tokens, share.worker, scope),
+                device=torch.device(share.device).type,
+                sync=sync,
+                read_mhz=read_mhz,
+                progress=lambda n: emit({"event": "progress", "calls": n}),
+                check_stop=check_stop,
+                scope=scope,
+                first_block=share.first_block,
+            )
+            timed.append((scope, [r.to_json() for r in records]))
+    except Exception as exc:  # a crash inside a wrapper: record it, go on with the next case
+        message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        emit(
+            {
+                "event": "case_error",
+                "worker": share.worker,
+                "case": case,
+                "tokens": tokens,
+                "error": f"crashed while timing: {message}",
+            }
+        )
+        return
+    for scope, rows in timed:
+        emit(_records(share, case, tokens, scope, rows))
