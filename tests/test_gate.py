@@ -153,11 +153,15 @@ def test_uncertified_cases_fail_each_with_its_own_reason(tmp_path, capsys):
     ]
 
 
-def test_a_valid_row_without_an_interval_fails(tmp_path):
+def test_a_valid_row_without_a_finite_interval_fails(tmp_path):
     row = {**_row("audio", (40.0, 45.0)), "reduction_ci95_pct": None}
     outcome = gate_results(load_results(_results_dir(tmp_path, [row])))
     assert not outcome.passed
     assert outcome.rows[0].reason == "no 95 % interval; cannot be certified"
+    # json reads NaN; a NaN end would compare False and slip through without the check.
+    row = {**_row("audio", (40.0, 45.0)), "reduction_ci95_pct": [float("nan"), -5.0]}
+    outcome = gate_results(load_results(_results_dir(tmp_path, [row], name="nan")))
+    assert not outcome.passed and "is not finite; cannot be certified" in outcome.rows[0].reason
 
 
 def test_a_dir_with_no_cases_fails(tmp_path, capsys):
