@@ -1,7 +1,8 @@
-"""Command line: ``embedbench run | report | synth-checkpoint``.
+"""Command line: ``embedbench run | report | validate | gate | selftest | synth-checkpoint``.
 
 Bad input ends with one line on stderr and exit code 2; a completed run with a
-failed validation exits 1; an interrupted run exits 130.
+failed validation, or a results dir that fails the gate, exits 1; an interrupted run
+exits 130.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from embedbench.config import (
     parse_int,
 )
 from embedbench.errors import EmbedbenchError
+from embedbench.gate import check_max_slowdown, gate_lines, gate_results
 from embedbench.report import busy_label, pr_table, statistics_table, to_pr_markdown
 from embedbench.results import RunResult, check_results_dir, load_results, write_json_atomic
 from embedbench.scenarios import CASES
@@ -84,6 +86,24 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--html", metavar="OUT.html", help="also write a self-contained HTML report")
     val = sub.add_parser("validate", help="check a results dir against the output schema")
     val.add_argument("results_dir")
+    gate = sub.add_parser(
+        "gate",
+        help="exit 1 when a case is slower beyond --max-slowdown (a CI regression gate)",
+        description="Exit 1 when any case's 95 % interval of the reduction lies entirely "
+        "below -PCT (slower beyond the allowance), or when a case cannot be certified: "
+        "not measured, failed validation (valid: false, verdict: invalid) or no interval. "
+        "Prints one line per failing case; exit 0 with one summary line otherwise; "
+        "exit 2 on bad input (missing dir, bad files, a PCT that is not a number >= 0). "
+        "Reads the original PR script's output too (intervals recomputed from the raw "
+        "records).",
+    )
+    gate.add_argument("results_dir")
+    gate.add_argument(
+        "--max-slowdown",
+        metavar="PCT",
+        default="0",
+        help="allowed slowdown in percent, a number >= 0 (default 0)",
+    )
     st = sub.add_parser("selftest", help="recover a known injected delay (harness check)")
     st.add_argument("--delay-us", default="20", help="injected busy-wait in µs (default 20)")
     st.add_argument("--base-us", default="1000", help="the call's own busy-wait in µs")
@@ -160,6 +180,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_gate(args: argparse.Namespace) -> int:
+    max_slowdown = check_max_slowdown(args.max_slowdown, "--max-slowdown")
+    outcome = gate_results(load_results(args.results_dir), max_slowdown)
+    print("\n".join(gate_lines(outcome)))
+    return EXIT_OK if outcome.passed else EXIT_INVALID
+
+
 def _cmd_selftest(args: argparse.Namespace) -> int:
     from embedbench.selftest import run_selftest
 
@@ -203,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": _cmd_run,
         "report": _cmd_report,
         "validate": _cmd_validate,
+        "gate": _cmd_gate,
         "selftest": _cmd_selftest,
         "synth-checkpoint": _cmd_synth,
     }

@@ -36,7 +36,7 @@ def table_order(case: str, tokens: int) -> tuple[int, int]:
     return tokens, _CASE_RANK.get(case, len(_CASE_RANK))
 
 
-def _ordered_rows(result: RunResult) -> list[dict[str, Any]]:
+def ordered_rows(result: RunResult) -> list[dict[str, Any]]:
     """Summary rows in table order, plus a placeholder for each requested case with none
     (an interrupted or failed run), so the table shows what is missing."""
     rows = list(result.summary)
@@ -81,7 +81,7 @@ def _fmt_us(value: float | None) -> str:
 
 def pr_table(result: RunResult) -> pd.DataFrame:
     """One row per case (and length, when several) in the PR's columns, as strings."""
-    rows = _ordered_rows(result)
+    rows = ordered_rows(result)
     several = _several_lengths(rows)
     data = []
     for row in rows:
@@ -123,7 +123,7 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
     Hodges–Lehmann estimate and its exact interval, the Wilcoxon signed-rank p-value
     and the minimum detectable effect come from the per-block paired log-ratios.
     """
-    rows = _ordered_rows(result)
+    rows = ordered_rows(result)
     several = _several_lengths(rows)
     data = []
     for row in rows:
@@ -150,7 +150,7 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
 
 def diagnostics_table(result: RunResult) -> pd.DataFrame:
     """Order effect, drift, outlier blocks, within-block spread and frequency excursions."""
-    rows = [r for r in _ordered_rows(result) if r.get("diagnostics")]
+    rows = [r for r in ordered_rows(result) if r.get("diagnostics")]
     several = _several_lengths(rows)
     data = []
     for row in rows:
@@ -197,7 +197,7 @@ def notes(result: RunResult) -> list[str]:
     several = _several_lengths(result.summary)
     return [
         f"{input_label(row['case'], row['tokens'], several)}: {note}"
-        for row in _ordered_rows(result)
+        for row in ordered_rows(result)
         for note in row.get("notes") or []
     ]
 
@@ -385,7 +385,7 @@ def compare_table(
     columns: dict[str, dict[str, str]] = {}
     for name, result in runs.items():
         several = _several_lengths(result.summary)
-        for row in _ordered_rows(result):
+        for row in ordered_rows(result):
             label = input_label(row["case"], row["tokens"], several)
             host = row.get("host_us") or {}
             columns.setdefault(f"{name}: before (μs)", {})[label] = _fmt_us(host.get("baseline"))

@@ -201,11 +201,12 @@ COMPARE = new_notebook(
             %matplotlib inline
             from IPython.display import display
 
-            from embedbench import plots, report
+            from embedbench import gate, plots, report
             """),
         params("""
             results_dirs: list = []  # two or more run output dirs (one with the reference)
             include_reference: bool = True  # add the PR #7477 H100 reference table
+            max_slowdown_pct: float = 0.0  # gate: allowed slowdown in percent (0 or more)
             """),
         code("""
             runs = report.load_runs(results_dirs, include_reference=include_reference)
@@ -216,6 +217,20 @@ COMPARE = new_notebook(
         code("report.styled(report.compare_table(runs, reference))"),
         md("## Reduction per case"),
         code("plots.compare_reductions(runs, reference)"),
+        md("""
+            ## Regression gate
+
+            The check `embedbench gate DIR --max-slowdown PCT` makes in CI, per run: a case
+            fails when its whole 95 % interval of the reduction lies below `-max_slowdown_pct`
+            (slower beyond the allowance), or when it cannot be certified (not measured,
+            failed validation, no interval). The lines below are what the command prints.
+            """),
+        code("""
+            outcomes = {name: gate.gate_results(r, max_slowdown_pct) for name, r in runs.items()}
+            display(report.styled(gate.gate_table(outcomes)))
+            for name, outcome in outcomes.items():
+                print("\\n".join(f"{name}: {line}" for line in gate.gate_lines(outcome)))
+            """),
     ],
 )
 

@@ -32,6 +32,7 @@ RUN_PARAMS = [
     "allow_busy",
     "aa_check",
 ]
+COMPARE_PARAMS = ["results_dirs", "include_reference", "max_slowdown_pct"]
 PR_HEADER = "| Input | Before (μs) | After (μs) | Host latency reduction |"
 SIZE_BUDGET = 2 * 1024 * 1024
 
@@ -90,22 +91,29 @@ def test_library_never_switches_backend_or_shows():
         assert "MPLBACKEND" not in text, path
 
 
-def test_help_notebook_documents_every_parameter():
+@pytest.mark.parametrize(
+    "name, params, fragment",
+    [
+        ("run.ipynb", RUN_PARAMS, "embedded synthetic default"),
+        ("compare.ipynb", COMPARE_PARAMS, "allowed slowdown in percent"),
+    ],
+)
+def test_help_notebook_documents_every_parameter(name, params, fragment):
     proc = subprocess.run(
-        [sys.executable, "-m", "papermill", "--help-notebook", str(NOTEBOOKS / "run.ipynb")],
+        [sys.executable, "-m", "papermill", "--help-notebook", str(NOTEBOOKS / name)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "Unable to parse" not in proc.stderr
-    for name in RUN_PARAMS:
+    for param in params:
         line = next(
-            (ln for ln in proc.stdout.splitlines() if ln.strip().startswith(f"{name}:")), None
+            (ln for ln in proc.stdout.splitlines() if ln.strip().startswith(f"{param}:")), None
         )
-        assert line is not None, name
+        assert line is not None, param
         assert "(default" in line
-    assert "embedded synthetic default" in proc.stdout
+    assert fragment in proc.stdout
 
 
 def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_path):
@@ -136,10 +144,13 @@ def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_p
         tmp_path / "compare.ipynb",
         results_dirs=[str(out_dir), str(small_run_dir)],
         include_reference=True,
+        max_slowdown_pct=100,
     )
     _assert_clean(compared)
     text = _text(compared)
     assert "PR #7477 (NVIDIA H100 80GB)" in text and "104.32" in text
+    for run_name in (out_dir.name, small_run_dir.name):  # the gate's lines, as the CLI prints
+        assert f"{run_name}: gate: pass, 6 cases, none slower beyond 100.00 %" in text
     assert len([o for o in _outputs(compared) if "image/png" in o.get("data", {})]) == 1
 
 
