@@ -260,3 +260,26 @@ def test_synthetic_checkpoint_fsyncs_files_and_directory_before_the_rename(tmp_p
     assert synced == set(os.listdir(target))  # every shard, the index and config.json
     assert {ck.INDEX_NAME, ck.CONFIG_NAME, "model-00002-of-00002.safetensors"} <= synced
     assert ("fsync", str(tmp_path)) in events[renamed:]  # the rename itself
+
+
+def test_metadata_schema_takes_an_io_guard_reading_and_old_results_without_one(tmp_path):
+    from embedbench.schema import SCHEMA_VERSION, first_problem
+
+    metadata = {
+        "schema_version": SCHEMA_VERSION,
+        "status": "complete",
+        "warmup": 1,
+        "blocks": 6,
+        "iterations": 3,
+        "lengths": [300],
+        "cpu_core": 0,
+        "metric_order": ["a", "b", "c"],
+        "target": "reference",
+        "device": "cpu",
+    }
+    assert first_problem("metadata.json", metadata, "embedbench") is None  # written before
+    host = FakeHost(tmp_path, [(MiB, 0.0)])
+    for value in (host.wait().to_json(), None):
+        assert first_problem("metadata.json", {**metadata, "io_guard": value}, "embedbench") is None
+    problem = first_problem("metadata.json", {**metadata, "io_guard": "quiet"}, "embedbench")
+    assert problem is not None and problem.startswith("metadata.json.io_guard")
