@@ -7,7 +7,9 @@ and then that one tensor is loaded. No model is initialized.
 
 The synthetic writer produces the same file layout as the real checkpoint (config.json,
 index, HF-named shards) with a seeded bfloat16 table, so everything downstream runs on a
-CPU-only machine without the 22 GB download.
+CPU-only machine without the 22 GB download. Every file it writes, and the directories,
+are fsync'ed before the build counts as complete, so a first run does not start while the
+kernel is still writing a gigabyte back (see ``ioguard``).
 """
 
 from __future__ import annotations
@@ -376,8 +378,34 @@ def _shard_name(index: int, count: int) -> str:
     return f"model-{index:05d}-of-{count:05d}.safetensors"
 
 
+def _fsync_file(path: Path) -> None:
+    """Flush ``path``'s data to disk (safetensors' ``save_file`` does not fsync)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Flush a directory's entries; best effort, as some file systems refuse it (EINVAL)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_files(tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_shards: int) -> None:
-    """Write config.json, the index and the shards into ``tmp``; the embedding goes last."""
+    """Write config.json, the index and the shards into ``tmp``; the embedding goes last.
+
+    Each file is fsync'ed once written, and then ``tmp`` itself, so nothing of the
+    checkpoint is left dirty in the page cache when the build is declared complete.
+    """
     other = torch.Generator().manual_seed(seed + 1)
 
     def small(*shape: int) -> torch.Tensor:
@@ -401,6 +429,7 @@ def _write_files(tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_sh
         name = _shard_name(number, num_shards)
         save_file(tensors, str(tmp / name), metadata={"format": "pt"})
         (tmp / name).chmod(0o644)
+        _fsync_file(tmp / name)
         for key, tensor in tensors.items():
             weight_map[key] = name
             total_size += tensor.numel() * tensor.element_size()
@@ -409,6 +438,9 @@ def _write_files(tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_sh
     (tmp / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
     config = _synthetic_config(hidden_size, vocab_size, seed)
     (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    for name in (INDEX_NAME, CONFIG_NAME):
+        _fsync_file(tmp / name)
+    _fsync_dir(tmp)
 
 
 def _format_gb(nbytes: int) -> str:
@@ -427,8 +459,10 @@ def write_synthetic_checkpoint(
     """Write a seeded synthetic checkpoint with the real file layout; return its directory.
 
     The files are written into a temporary sibling directory that is renamed into place at
-    the end, so ``directory`` never holds a half-written checkpoint. ``directory`` must not
-    exist or be empty.
+    the end, so ``directory`` never holds a half-written checkpoint. The files and the
+    directory are fsync'ed before the rename (and the parent after it), so when this
+    returns the data is on disk, not pending writeback. ``directory`` must not exist or be
+    empty.
     """
     max_token = max(QWEN25_OMNI_7B_TOKEN_IDS.values())
     if not _is_int(hidden_size) or hidden_size <= 0:
@@ -481,6 +515,7 @@ def write_synthetic_checkpoint(
                 f"synthetic checkpoint: cannot move the new checkpoint to {target} "
                 f"({_exc_text(exc)}); choose a new directory or delete it"
             ) from exc
+        _fsync_dir(target.parent)  # the rename itself
     except OSError as exc:
         raise _fail(
             f"synthetic checkpoint: writing into {target.parent} failed ({_exc_text(exc)}); "

@@ -32,5 +32,13 @@ class ContentionError(EmbedbenchError):
         self.reading = reading
 
 
+class IoBusyError(ContentionError):
+    """The kernel is still writing back dirty pages (or iowait is high) after the wait.
+
+    A ``ContentionError``, so whoever refuses a busy core refuses this the same way
+    (exit 2); ``reading`` is an ``ioguard.IoReading``.
+    """
+
+
 class HostLockError(EmbedbenchError):
     """Another embedbench run holds the host lock; two runs must not overlap."""

@@ -120,6 +120,9 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                 **_METADATA_COMMON,
                 "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
                 "status": {"enum": ["running", "complete", "interrupted", "failed"]},
+                # The I/O guard's reading (ioguard.IoReading.to_json()); optional, so
+                # results written before the guard existed stay valid at this version.
+                "io_guard": {"type": ["object", "null"]},
             },
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},
