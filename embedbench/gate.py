@@ -1,11 +1,11 @@
 """The regression gate: does any case's interval lie on the slower side beyond an allowance?
 
 ``embedbench gate DIR`` and the compare notebook both call :func:`gate_results`. A
-case fails when its whole 95 % interval of the reduction (``reduction_ci95_pct``,
-the interval the verdict uses; positive is faster) lies below ``-max_slowdown_pct``,
-that is when ``high < -max_slowdown_pct``. A case that was not measured, failed
-validation, crashed while timing or has no finite interval cannot be certified and
-fails as well, with its own reason. A directory with no case at all fails too.
+case fails when its whole interval of the reduction (``reduction_ci95_pct``, the
+interval the verdict uses, labelled with its level; positive is faster) lies below
+``-max_slowdown_pct``, that is when ``high < -max_slowdown_pct``. A case that was not
+measured, failed validation, crashed while timing or has no finite interval cannot be
+certified and fails as well, with its own reason. A directory with no case at all fails too.
 
 Nothing here measures, prints or imports torch: a GPU box's results are gated anywhere.
 """
@@ -57,6 +57,7 @@ class GateRow:
     interval: tuple[float, float] | None
     passed: bool
     reason: str
+    level: float = 0.95
 
     @property
     def name(self) -> str:
@@ -123,9 +124,14 @@ def _uncertified(result: RunResult, row: dict[str, Any]) -> str | None:
     return None
 
 
-def _judge(interval: tuple[float, float], pct: float) -> tuple[bool, str]:
+def interval_name(level: float) -> str:
+    """``95 % interval``, or the true level of one below it (``93.75 % interval``)."""
+    return f"{100.0 * level:.4g} % interval"
+
+
+def _judge(interval: tuple[float, float], pct: float, level: float) -> tuple[bool, str]:
     low, high = interval
-    shown = f"95 % interval {format_interval(interval)}"
+    shown = f"{interval_name(level)} {format_interval(interval)}"
     if high < -pct:
         return False, f"{shown} lies below {_pct(-pct)} (slower)"
     if low > 0:
@@ -150,10 +156,11 @@ def gate_results(result: RunResult, max_slowdown_pct: Any = 0.0) -> GateOutcome:
         reason = _uncertified(result, row)
         interval = None
         passed = False
+        level = float(row.get("ci_level") or 0.95)
         if reason is None:
             low, high = row["reduction_ci95_pct"]
             interval = (float(low), float(high))
-            passed, reason = _judge(interval, pct)
+            passed, reason = _judge(interval, pct, level)
         rows.append(
             GateRow(
                 case=case,
@@ -163,6 +170,7 @@ def gate_results(result: RunResult, max_slowdown_pct: Any = 0.0) -> GateOutcome:
                 interval=interval,
                 passed=passed,
                 reason=reason,
+                level=level,
             )
         )
     return GateOutcome(max_slowdown_pct=pct, rows=tuple(rows))
@@ -189,12 +197,13 @@ def gate_table(outcomes: Mapping[str, GateOutcome]) -> pd.DataFrame:
             "Input": row.label,
             "Tokens": row.tokens,
             "Reduction": "n/a" if row.reduction_pct is None else _pct(row.reduction_pct),
-            "95% CI": "n/a" if row.interval is None else format_interval(row.interval),
+            "Interval": "n/a" if row.interval is None else format_interval(row.interval),
+            "Level": f"{100.0 * row.level:.4g}%",
             "Gate": "pass" if row.passed else "FAIL",
             "Reason": row.reason,
         }
         for name, outcome in outcomes.items()
         for row in outcome.rows
     ]
-    columns = ["Run", "Input", "Tokens", "Reduction", "95% CI", "Gate", "Reason"]
+    columns = ["Run", "Input", "Tokens", "Reduction", "Interval", "Level", "Gate", "Reason"]
     return pd.DataFrame(data, columns=columns)

@@ -116,34 +116,58 @@ def _pct(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2f}%"
 
 
-def statistics_table(result: RunResult) -> pd.DataFrame:
-    """Interval, verdict and the paired statistics beside each PR row.
+def _level(level: Any) -> str:
+    return "n/a" if level is None else f"{100.0 * float(level):.4g}%"
 
-    The headline interval is the block bootstrap of the PR's ratio of medians; the
-    Hodges–Lehmann estimate and its exact interval, the Wilcoxon signed-rank p-value
-    and the minimum detectable effect come from the per-block paired log-ratios.
+
+def interval_method(row: dict[str, Any]) -> str:
+    """How a row's interval was made, in words (what it can and cannot see)."""
+    method = row.get("interval_method")
+    if method is None:
+        return "block bootstrap (older results)" if row.get("reduction_ci95_pct") else "n/a"
+    units = row.get("interval_units")
+    if method == stats.BETWEEN_PROCESSES:
+        return f"t over {units} worker processes ({units - 1} df)"
+    return f"Hodges–Lehmann over {units} blocks, one process"
+
+
+def statistics_table(result: RunResult) -> pd.DataFrame:
+    """The verdict's interval, its level and method, and the paired statistics per PR row.
+
+    The interval is the one the verdict, the gate and the MDE use: a t interval over
+    the worker processes' own headlines, or Hodges–Lehmann within one process, with
+    its achieved level. The HL estimate and interval and the Wilcoxon p pool every
+    block as if from one process (a within-process view).
     """
     rows = ordered_rows(result)
     several = _several_lengths(rows)
     data = []
     for row in rows:
         p = row.get("wilcoxon_p")
+        hl_level = row.get("hl_confidence")
+        hl = _interval(row.get("hl_ci95_pct"))
+        if hl_level is not None and hl_level < stats.CONFIDENCE:
+            hl += f" ({_level(hl_level)})"
+        measured = row.get("reduction_ci95_pct") is not None
         entry = {
             "Input": input_label(row["case"], row["tokens"], several),
-            "Reduction 95% CI": _interval(row.get("reduction_ci95_pct")),
+            "Interval": _interval(row.get("reduction_ci95_pct")),
+            "Level": _level(row.get("ci_level", stats.CONFIDENCE)) if measured else "n/a",
             "Verdict": row.get("verdict", "n/a"),
-            "HL estimate": _pct(row.get("hl_reduction_pct")),
-            "HL 95% CI": _interval(row.get("hl_ci95_pct")),
-            "Wilcoxon p": "n/a" if p is None else f"{p:.2g}",
             "MDE": _pct(row.get("mde_pct")),
+            "Method": interval_method(row),
+            "HL estimate (pooled)": _pct(row.get("hl_reduction_pct")),
+            "HL interval (pooled)": hl,
+            "Wilcoxon p": "n/a" if p is None else f"{p:.2g}",
             "Blocks": row.get("blocks"),
             "Valid": bool(row.get("valid", False)),
         }
         if any("aa" in r for r in rows):
             aa = row.get("aa") or {}
             entry["A/A reduction"] = _pct(aa.get("reduction_pct"))
-            entry["A/A 95% CI"] = _interval(aa.get("reduction_ci95_pct"))
-            entry["Noise band"] = _pct(row.get("noise_band_pct"))
+            entry["A/A interval"] = _interval(aa.get("reduction_ci95_pct"))
+            covers = aa.get("covers_zero")
+            entry["A/A covers 0"] = "n/a" if covers is None else ("yes" if covers else "NO")
         data.append(entry)
     return pd.DataFrame(data)
 
@@ -330,8 +354,9 @@ def _ref(ref: Any, sha: Any) -> Any:
 
 
 def busy_label(result: RunResult) -> str | None:
-    """The label of a run measured on a busy core with --allow-busy, else None."""
-    return result.metadata.get("busy_core") or None
+    """The label of a run measured on a busy core or busy I/O with --allow-busy, else None."""
+    labels = [result.metadata.get(key) for key in ("busy_core", "busy_io")]
+    return "; ".join(label for label in labels if label) or None
 
 
 def provenance_table(result: RunResult) -> pd.DataFrame:
@@ -364,6 +389,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
             " / ".join(str(versions.get(k)) for k in ("vllm", "vllm-omni", "transformers")),
         ),
         ("busy core", m.get("busy_core") or "no"),
+        ("busy I/O", m.get("busy_io") or "no"),
         ("started", m.get("started_at")),
         ("ended", m.get("ended_at")),
     ]

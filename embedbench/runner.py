@@ -36,6 +36,7 @@ from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.hostlock import HostLock, host_lock
 from embedbench.interrupts import RunInterrupted, StopFlag, stop_requests
+from embedbench.ioguard import IoReading, wait_for_quiet_io
 from embedbench.isolation import (
     ContentionReading,
     allowed_cores,
@@ -141,7 +142,9 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
     )
 
 
-def _metadata(prepared: PreparedRun, ready: Event, contention: ContentionReading) -> dict[str, Any]:
+def _metadata(
+    prepared: PreparedRun, ready: Event, contention: ContentionReading, io: IoReading
+) -> dict[str, Any]:
     """metadata.json at the start of measuring, from the first worker's ``ready`` event."""
     config = prepared.config
     target_metadata = ready["target_metadata"]
@@ -176,6 +179,9 @@ def _metadata(prepared: PreparedRun, ready: Event, contention: ContentionReading
         "contention": contention.to_json(),
         "contention_checks": [{"before": "run", **contention.to_json()}],
         "busy_core": contention.label,
+        "io_guard": io.to_json(),
+        "io_checks": [{"before": "run", **io.to_json()}],
+        "busy_io": io.label,
         "allow_busy": config.allow_busy,
         "aa_check": config.aa_check,
         "seed": config.seed,
@@ -250,7 +256,7 @@ class _Collector:
         self,
         prepared: PreparedRun,
         lock: HostLock,
-        contention: ContentionReading,
+        guards: tuple[ContentionReading, IoReading],
         advance: Callable[[int], None],
         log: Log,
         affinity: list[int],
@@ -258,7 +264,7 @@ class _Collector:
         self.prepared = prepared
         self.affinity = affinity
         self.lock = lock
-        self.contention = contention
+        self.contention, self.io = guards
         self.advance = advance
         self.log = log
         self.writer: ResultsWriter | None = None
@@ -316,7 +322,7 @@ class _Collector:
         worker["started_at"] = _utc_now().isoformat()
         if self.writer is None:
             self.first_ready = event
-            metadata = _metadata(self.prepared, event, self.contention)
+            metadata = _metadata(self.prepared, event, self.contention, self.io)
             self.writer = ResultsWriter(
                 self.prepared.output_dir, {**metadata, "host_lock": self.lock.to_json()}
             )
@@ -388,24 +394,26 @@ class _Collector:
                 seed=derive_seed(config.seed, case, tokens),
                 aa=aa,
             )
-            busy = writer.metadata.get("busy_core")
-            writer.add_summary({**row, "busy_core": busy} if busy else row)
+            labels = {key: writer.metadata.get(key) for key in ("busy_core", "busy_io")}
+            writer.add_summary({**row, **{k: v for k, v in labels.items() if v}})
         self.completed.append(f"{case}@{tokens}")
 
     # -- guards and the end -----------------------------------------------------------------
 
-    def recheck_contention(self, before: str) -> None:
-        """The guard again (a busy core refuses the rest of the run)."""
+    def recheck(self, before: str) -> None:
+        """The guards again: I/O, then the core (either refuses the rest of the run)."""
+        allow_busy = self.prepared.config.allow_busy
+        io = wait_for_quiet_io(allow_busy=allow_busy, iowait_window_s=0.1, log=self.log)
         reading = check_contention(
-            self.prepared.cpu_core,
-            allow_busy=self.prepared.config.allow_busy,
-            candidates=self.affinity,
+            self.prepared.cpu_core, allow_busy=allow_busy, candidates=self.affinity
         )
         writer = self._writer()
-        checks = writer.metadata["contention_checks"]
+        meta = writer.metadata
         writer.update_metadata(
-            contention_checks=[*checks, {"before": before, **reading.to_json()}],
-            busy_core=writer.metadata["busy_core"] or reading.label,
+            io_checks=[*meta["io_checks"], {"before": before, **io.to_json()}],
+            busy_io=meta["busy_io"] or io.label,
+            contention_checks=[*meta["contention_checks"], {"before": before, **reading.to_json()}],
+            busy_core=meta["busy_core"] or reading.label,
         )
 
     def worker_finished(self, worker: int, exit_code: int) -> None:
@@ -442,18 +450,22 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
     """Measure every case and length of ``config``; write and return the results.
 
     Refuses (``EmbedbenchError``) before writing anything when an input is bad, when
-    another embedbench run holds the host lock, or when the pinned core is busy.
+    another embedbench run holds the host lock, when the machine is still writing back
+    (after waiting up to a minute for it) or when the pinned core is busy.
     """
     prepared = prepare(config, log=log)
     with host_lock() as lock:
         affinity = allowed_cores()
+        io = wait_for_quiet_io(allow_busy=config.allow_busy, log=log)
         contention = check_contention(
             prepared.cpu_core, allow_busy=config.allow_busy, candidates=affinity
         )
-        if contention.label:
-            log(f"warning: {contention.label}")
+        for label in (io.label, contention.label):
+            if label:
+                log(f"warning: {label}")
         with _progress_bar(total_calls(config), progress) as advance:
-            collector = _Collector(prepared, lock, contention, advance, log, affinity)
+            guards = (contention, io)
+            collector = _Collector(prepared, lock, guards, advance, log, affinity)
             try:
                 with stop_requests() as stop:
                     if config.processes == 1:
@@ -482,7 +494,7 @@ def _measure_in_process(prepared: PreparedRun, collector: _Collector, stop: Stop
         share,
         collector.handle,
         check_stop=stop.check,
-        before_case=lambda case, tokens: collector.recheck_contention(f"{case}@{tokens}"),
+        before_case=lambda case, tokens: collector.recheck(f"{case}@{tokens}"),
     )
     collector.worker_finished(share.worker, 0)
 
@@ -503,7 +515,7 @@ def _measure_in_workers(
     for share in prepared.shares():
         stop.check()
         if share.worker:
-            collector.recheck_contention(f"worker {share.worker}")
+            collector.recheck(f"worker {share.worker}")
         code = _run_worker(share, collector, stop, log)
         collector.worker_finished(share.worker, code)
 

@@ -230,7 +230,8 @@ def test_gate_table_one_row_per_run_and_case(tmp_path):
     b = load_results(_results_dir(tmp_path, [_row("audio", (-4.0, -2.0))], name="b"))
     table = gate_table({"a": gate_results(a), "b": gate_results(b)})
     assert list(table["Run"]) == ["a", "b"] and list(table["Gate"]) == ["pass", "FAIL"]
-    assert list(table["95% CI"]) == ["[40.00 %, 45.00 %]", "[-4.00 %, -2.00 %]"]
+    assert list(table["Interval"]) == ["[40.00 %, 45.00 %]", "[-4.00 %, -2.00 %]"]
+    assert list(table["Level"]) == ["95%", "95%"]
     assert gate_lines(gate_results(b))[0].startswith("gate: FAIL Audio @ 1172 tokens")
 
 

@@ -31,6 +31,7 @@ RUN_PARAMS = [
     "overwrite",
     "allow_busy",
     "aa_check",
+    "processes",
 ]
 COMPARE_PARAMS = ["results_dirs", "include_reference", "max_slowdown_pct"]
 PR_HEADER = "| Input | Before (μs) | After (μs) | Host latency reduction |"
@@ -132,6 +133,7 @@ def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_p
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(RESULT_FILES)
     summary = json.loads((out_dir / "summary.json").read_text())
     assert {r["case"] for r in summary} == set(CASES) and all(r["blocks"] == 20 for r in summary)
+    assert all(r["workers"] == 5 for r in summary)  # the default design: 5 worker processes
     assert (tmp_path / "run.ipynb").stat().st_size <= SIZE_BUDGET
 
     rendered = _execute("report.ipynb", tmp_path / "report.ipynb", results_dir=str(out_dir))
@@ -179,6 +181,9 @@ def test_papermill_cli_accepts_list_and_string_lengths(small_checkpoint, tmp_pat
             "-p",
             "blocks",
             "2",
+            "-p",
+            "processes",
+            "1",
             "-p",
             "iterations",
             "2",

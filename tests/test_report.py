@@ -142,16 +142,30 @@ def test_html_export_is_self_contained(result, tmp_path):
 
 def test_statistics_table_carries_the_paired_statistics(result):
     table = report.statistics_table(result)
-    for column in ("HL estimate", "HL 95% CI", "Wilcoxon p", "MDE"):
+    for column in ("Interval", "Level", "Method", "HL estimate (pooled)", "Wilcoxon p", "MDE"):
         assert column in table.columns
+    # The quick run spreads 6 blocks over 3 workers: the t interval with 2 df, at 95 %.
+    assert set(table["Method"]) == {"t over 3 worker processes (2 df)"}
+    assert set(table["Level"]) == {"95%"}
     assert "A/A reduction" not in table.columns  # no A/A check in this run
     with_aa = copy.deepcopy(result)
     for row in with_aa.summary:
-        row["aa"] = {"reduction_pct": 0.1, "reduction_ci95_pct": [-1.0, 1.2]}
-        row["noise_band_pct"] = 1.2
+        row["aa"] = {"reduction_pct": 0.1, "reduction_ci95_pct": [-1.0, 1.2], "covers_zero": True}
+    with_aa.summary[1]["aa"]["covers_zero"] = False
     table = report.statistics_table(with_aa)
-    assert set(table["A/A 95% CI"]) == {"[-1.00%, 1.20%]"}
-    assert set(table["Noise band"]) == {"1.20%"}
+    assert set(table["A/A interval"]) == {"[-1.00%, 1.20%]"}
+    assert list(table["A/A covers 0"]) == ["yes", "NO", "yes", "yes", "yes", "yes"]
+
+
+def test_an_interval_below_95_percent_is_labelled_with_its_true_level(result):
+    five = copy.deepcopy(result)
+    row = five.summary[1]
+    row.update(ci_level=0.9375, interval_method="Hodges–Lehmann, one process", interval_units=5)
+    row["hl_confidence"] = 0.9375
+    table = report.statistics_table(five)
+    assert table["Level"][1] == "93.75%"
+    assert table["Method"][1] == "Hodges–Lehmann over 5 blocks, one process"
+    assert table["HL interval (pooled)"][1].endswith("(93.75%)")
 
 
 def test_diagnostics_table_and_notes(result):

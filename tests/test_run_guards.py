@@ -102,8 +102,8 @@ def test_aa_check_reports_the_noise_floor_beside_each_case(small_checkpoint, tmp
         assert "noise_band_pct" not in row  # the A/A check never widens the verdict
     aa_records = [r for r in result.records if r["scope"] == "aa_check"]
     assert len(aa_records) == len(CASES) * 6 * 2
-    assert "A/A 95% CI" in report.statistics_table(result).columns
-    assert "A/A 95% CI" in proc.stdout
+    assert "A/A interval" in report.statistics_table(result).columns
+    assert "A/A covers 0" in proc.stdout
 
 
 SECRETS = {
