@@ -23,7 +23,7 @@ from embedbench.config import parse_float
 from embedbench.errors import ConfigError
 from embedbench.report import NOT_MEASURED, input_label, ordered_rows
 from embedbench.results import RunResult
-from embedbench.stats import INVALID
+from embedbench.stats import INVALID, labelled_level
 
 PREFIX = "gate:"
 UNCERTIFIED = "cannot be certified"
@@ -126,7 +126,7 @@ def _uncertified(result: RunResult, row: dict[str, Any]) -> str | None:
 
 def interval_name(level: float) -> str:
     """``95 % interval``, or the true level of one below it (``93.75 % interval``)."""
-    return f"{100.0 * level:.4g} % interval"
+    return f"{100.0 * labelled_level(level):.4g} % interval"
 
 
 def _judge(interval: tuple[float, float], pct: float, level: float) -> tuple[bool, str]:
@@ -198,7 +198,7 @@ def gate_table(outcomes: Mapping[str, GateOutcome]) -> pd.DataFrame:
             "Tokens": row.tokens,
             "Reduction": "n/a" if row.reduction_pct is None else _pct(row.reduction_pct),
             "Interval": "n/a" if row.interval is None else format_interval(row.interval),
-            "Level": f"{100.0 * row.level:.4g}%",
+            "Level": f"{100.0 * labelled_level(row.level):.4g}%",
             "Gate": "pass" if row.passed else "FAIL",
             "Reason": row.reason,
         }

@@ -117,7 +117,7 @@ def _pct(value: Any) -> str:
 
 
 def _level(level: Any) -> str:
-    return "n/a" if level is None else f"{100.0 * float(level):.4g}%"
+    return "n/a" if level is None else f"{100.0 * stats.labelled_level(float(level)):.4g}%"
 
 
 def interval_method(row: dict[str, Any]) -> str:
