@@ -2,9 +2,9 @@
 
 Two carriers of about 1 ms, each run with injected busy-wait delays of 2, 5 and 20 µs:
 
-- ``spin``: ``embedbench.selftest.run_selftest`` — baseline ``spin_us(1000 + d)`` against
-  fixed ``spin_us(1000)``, the package's own self-test (deadline spins: frequency-
-  independent, preemption before the deadline is absorbed, so this checks arithmetic).
+- ``spin``: the self-test's arithmetic check — baseline ``spin_us(1000); spin_us(d)``
+  against fixed ``spin_us(1000); spin_us(0)`` (deadline spins: frequency-independent,
+  preemption before the deadline is absorbed, so this checks arithmetic).
 - ``wrapper``: a real torch call as the carrier — the reference fixed wrapper on the
   mixed case at 1172 tokens (about 0.9 ms here), baseline ``f(); spin_us(d)`` against
   fixed ``f(); spin_us(0)`` (the same call path, so only the spin length differs). The
@@ -12,9 +12,9 @@ Two carriers of about 1 ms, each run with injected busy-wait delays of 2, 5 and 
 
 Judged as the self-test judges (``embedbench.selftest.evaluate``): recovered difference
 (baseline − fixed median of block medians) within ±15 % of the injected delay, and the
-95 % block-bootstrap interval covering the delay. Coverage is reported twice, honestly:
-the raw interval, and the interval widened on each side by the timer's resolution (the
-median empty timed call), as the self-test does.
+verdict's interval (Hodges–Lehmann, one process) covering the delay. Coverage is
+reported twice, honestly: the raw interval, and the interval widened on each side by the
+timer's resolution (the median empty timed call), as the self-test does.
 """
 
 from __future__ import annotations
@@ -24,15 +24,9 @@ from typing import Any
 import _common as C
 
 from embedbench import stats
+from embedbench.carriers import spinner
 from embedbench.runner import paired_benchmark
-from embedbench.selftest import TOLERANCE, evaluate, run_selftest, spin_us
-
-
-def _spin_carrier(delay: float, design: dict[str, int], core: int, seed: int) -> dict[str, Any]:
-    res = run_selftest(delay, base_us=1000.0, cpu_core=core, seed=seed, allow_busy=True, **design)
-    out = res.to_json()
-    out["carrier_us"] = 1000.0
-    return out
+from embedbench.selftest import TOLERANCE, evaluate, spin_us
 
 
 def _wrapper_carrier(
@@ -99,7 +93,7 @@ def main() -> None:
         for delay in args.delays:
             for r in range(repeats):
                 if carrier == "spin":
-                    out = _spin_carrier(delay, spin_design, session.core, seed=r)
+                    out = _wrapper_carrier(spinner(1000.0), delay, spin_design, session.core, r)
                 else:
                     out = _wrapper_carrier(fn, delay, wrap_design, session.core, seed=r)
                 out.update({"carrier": carrier, "delay_us": delay, "repeat": r + 1})

@@ -86,9 +86,11 @@ def _per_case(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if row.get("reduction_pct") is None:
                 continue
             entry = cases.setdefault(
-                row["case"], {"label": row["label"], "red": [], "ci": [], "aa_covers": []}
+                row["case"],
+                {"label": row["label"], "red": [], "ci": [], "aa_covers": [], "pooled": []},
             )
             entry["red"].append(row["reduction_pct"])
+            entry["pooled"].append(row.get("pooled_reduction_pct"))
             entry["ci"].append(row["reduction_ci95_pct"])
             aa = row.get("aa")
             if aa is not None:
@@ -99,6 +101,9 @@ def _per_case(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         entry["sd"] = C.sd(entry["red"])
         entry["half_width"] = sum((h - lo) / 2 for lo, h in entry["ci"]) / len(entry["ci"])
         entry["coverage"] = cross_coverage(entry["red"], entry["ci"])
+        if None not in entry["pooled"]:  # the PR's statistic pooled over workers (JSON only)
+            entry["pooled_sd"] = C.sd(entry["pooled"])
+            entry["pooled_coverage"] = cross_coverage(entry["pooled"], entry["ci"])
     return cases
 
 

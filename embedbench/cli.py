@@ -104,9 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="0",
         help="allowed slowdown in percent, a number >= 0 (default 0)",
     )
-    st = sub.add_parser("selftest", help="recover a known injected delay (harness check)")
+    st = sub.add_parser(
+        "selftest", help="recover known differences: spin, real work, off-CPU wait (harness check)"
+    )
     st.add_argument("--delay-us", default="20", help="injected busy-wait in µs (default 20)")
-    st.add_argument("--base-us", default="1000", help="the call's own busy-wait in µs")
+    st.add_argument(
+        "--base-us", default="1000", help="the spin carrier's length in µs (real work: half)"
+    )
     st.add_argument("--blocks", default="20", help="paired blocks")
     st.add_argument("--iterations", default="20", help="calls per variant per block")
     st.add_argument("--cpu-core", help="core to pin (default: lowest allowed core)")
@@ -203,7 +207,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         cpu_core=checked.cpu_core,
         allow_busy=args.allow_busy,
     )
-    print(result.summary_line())
+    print("\n".join(result.lines()))
     if args.json:
         write_json_atomic(Path(args.json), result.to_json())
     return EXIT_OK if result.passed else EXIT_INVALID

@@ -1,103 +1,47 @@
-"""Injected-delay self-test: does the harness recover a difference it is told about?
+"""Self-test: does the harness recover differences it is told about, under real noise?
 
-Both variants spin on ``time.perf_counter_ns`` until a deadline: the fixed one
-for ``base_us``, the baseline for ``base_us + delay_us``. Everything else (the
-call path, the timer reads, the loop) is identical, so the true difference is
-``delay_us`` microseconds. The pair runs through ``runner.paired_benchmark``
-(the same schedule, timing and statistics as a real run). A deadline spin is
-frequency-independent and absorbs preemption before the deadline, so the
-self-test checks the harness's arithmetic, not the machine's noise.
+Five checks, each through ``runner.paired_benchmark`` (the schedule, timing and
+statistics of a real run, in one process), with carriers from ``carriers``:
 
-The injected reduction in % is ``100 * delay_us / measured baseline``: the
-measured baseline includes the call overhead that both variants share, so this
-is the reduction the harness should report. The nominal
-``100 * delay_us / (base_us + delay_us)`` is recorded beside it.
+1. **arithmetic**: ``spin(base + delay)`` against ``spin(base)``, deadline spins on the
+   clock the harness reads. The recovered difference must be the injected one (±15 %)
+   and lie inside the interval widened by the timer resolution. Noise never lands on
+   a spin, so this checks the arithmetic only.
+2. **real work**: BLAKE2b over ``base/2`` µs of data against the same plus ``base/10``
+   µs more. Real computation, so preemption, cache and frequency effects land on it.
+   The truth is what a plain alternating loop measures outside the harness
+   (``carriers.difference_us``, before and after the pair); the harness must recover it
+   within ±15 % and hold it inside its interval (widened by the calibration's error).
+3. **schedule and labels**: the carriers log their own calls. Each must have run
+   first in exactly half of the blocks, and for every block the harness's records must
+   name as first the carrier that really ran first.
+4. **interval size**: the verdict interval's half-width against an independent robust
+   one from the same raw records, ``t · 1.4826 · MAD(d) / √n`` of the per-block
+   log-ratios: their ratio must lie within [1/3, 3].
+5. **host column**: a pair that differs only by an off-CPU sleep, which host latency
+   sees and the calling thread's CPU time does not: the harness must recover the
+   sleep's wall time as the plain loop measures it (±30 %).
 
-The test passes when the injected difference lies inside the headline 95 %
-interval and the headline estimate is within ±15 % of the injected difference.
-A deadline spin is so regular that the interval can be a few nanoseconds wide,
-narrower than the timer can resolve; the interval is therefore widened on each
-side by the timer's resolution, the median time of an empty timed call (about
-0.1–0.3 µs), before asking whether it holds the injected difference. The
-strict answer is recorded too (``inside_raw_interval``).
+Each check names what a broken harness would get wrong: swapped labels (1, 2, 3), a
+biased block order (3), the wrong metric column (5), a wrongly sized interval (4).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from embedbench import stats
+import numpy as np
+from scipy import stats as sps
+
+from embedbench import carriers, stats
+from embedbench.carriers import spin_us  # noqa: F401  (public: benchmarks time with it)
 
 TOLERANCE = 0.15
-
-
-def spin_us(duration_us: float) -> None:
-    """Busy-wait until ``duration_us`` microseconds have passed (perf_counter_ns deadline)."""
-    clock = time.perf_counter_ns
-    deadline = clock() + round(duration_us * 1000.0)
-    while clock() < deadline:
-        pass
-
-
-def _spinner(duration_us: float):
-    def call() -> None:
-        spin_us(duration_us)
-
-    return call
-
-
-@dataclass(frozen=True)
-class SelfTestResult:
-    """Injected against recovered difference, the interval, and the pass decision."""
-
-    delay_us: float
-    base_us: float
-    host_us: dict[str, float]
-    injected_us: float
-    injected_pct: float
-    nominal_injected_pct: float
-    recovered_us: float
-    recovered_pct: float
-    ci95_pct: tuple[float, float]
-    ci95_us: tuple[float, float]
-    resolution_us: float
-    inside_raw_interval: bool
-    hl_reduction_pct: float | None
-    hl_ci95_pct: tuple[float, float] | None
-    wilcoxon_p: float | None
-    verdict: str
-    error_pct: float
-    inside_interval: bool
-    within_tolerance: bool
-    tolerance: float
-    passed: bool
-    warmup: int
-    blocks: int
-    iterations: int
-    seed: int
-    cpu_core: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON values."""
-        out = asdict(self)
-        for key in ("ci95_pct", "ci95_us", "hl_ci95_pct"):
-            if out[key] is not None:
-                out[key] = list(out[key])
-        return out
-
-    def summary_line(self) -> str:
-        """One line for a terminal or README."""
-        low, high = self.ci95_us
-        return (
-            f"self-test {'PASSED' if self.passed else 'FAILED'}: "
-            f"injected {self.injected_us:.2f} µs "
-            f"({self.injected_pct:.2f} %), recovered {self.recovered_us:.2f} µs "
-            f"({self.recovered_pct:.2f} %), 95 % interval [{low:.2f}, {high:.2f}] µs "
-            f"(± timer resolution {self.resolution_us:.2f} µs), "
-            f"error {self.error_pct:+.1f} % (tolerance ±{100 * self.tolerance:.0f} %)"
-        )
+SLEEP_TOLERANCE = 0.30
+SLEEP_US = 200.0
+INTERVAL_RATIO = (1 / 3, 3.0)
 
 
 def evaluate(
@@ -108,11 +52,14 @@ def evaluate(
     resolution_us: float = 0.0,
     tolerance: float = TOLERANCE,
 ) -> dict[str, Any]:
-    """The pass decision from measured medians and interval (pure; see the module docstring)."""
+    """Recovered against injected difference: error and whether the interval holds it.
+
+    The interval (reduction %) is converted to µs of the measured baseline and widened
+    on each side by ``resolution_us`` before asking whether it holds ``delay_us``.
+    """
     if resolution_us < 0:
         raise ValueError(f"resolution_us must be non-negative, got {resolution_us}")
     baseline = host_us["baseline"]
-    injected_pct = 100.0 * delay_us / baseline
     recovered_us = baseline - host_us["fixed"]
     low, high = reduction_ci95_pct
     ci_us = (baseline * low / 100.0, baseline * high / 100.0)
@@ -122,7 +69,7 @@ def evaluate(
     within = abs(error) <= tolerance
     return {
         "injected_us": float(delay_us),
-        "injected_pct": injected_pct,
+        "injected_pct": 100.0 * delay_us / baseline,
         "recovered_us": recovered_us,
         "recovered_pct": stats.reduction_pct(baseline, host_us["fixed"]),
         "ci95_us": ci_us,
@@ -133,6 +80,159 @@ def evaluate(
         "within_tolerance": within,
         "passed": inside and within,
     }
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: its name, the decision, one line of detail and the numbers behind it."""
+
+    name: str
+    passed: bool
+    detail: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+    def line(self) -> str:
+        """``  ok   arithmetic: …`` or ``  FAIL arithmetic: …``."""
+        return f"  {'ok  ' if self.passed else 'FAIL'} {self.name}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class SelfTestResult:
+    """Every check, the design it ran with, and the overall decision."""
+
+    checks: tuple[Check, ...]
+    design: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        """True when every check passed."""
+        return all(check.passed for check in self.checks)
+
+    def check(self, name: str) -> Check:
+        """The check called ``name``."""
+        return next(c for c in self.checks if c.name == name)
+
+    def lines(self) -> list[str]:
+        """A headline and one line per check, for a terminal or a README."""
+        failed = [c.name for c in self.checks if not c.passed]
+        head = (
+            f"self-test PASSED: {len(self.checks)} of {len(self.checks)} checks"
+            if not failed
+            else f"self-test FAILED: {', '.join(failed)}"
+        )
+        return [head, *(c.line() for c in self.checks)]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        return _plain(
+            {
+                "passed": self.passed,
+                "design": self.design,
+                "checks": [asdict(c) for c in self.checks],
+            }
+        )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _us(value: float) -> str:
+    return f"{value:.2f} µs"
+
+
+def _recovery_check(
+    name: str, pair: Any, truth_us: float, widen_us: float, tolerance: float
+) -> Check:
+    judged = evaluate(
+        pair.statistics.host_us,
+        pair.reduction_ci95_pct,
+        truth_us,
+        resolution_us=widen_us,
+        tolerance=tolerance,
+    )
+    low, high = judged["ci95_us"]
+    detail = (
+        f"truth {_us(truth_us)}, recovered {_us(judged['recovered_us'])} "
+        f"(error {judged['error_pct']:+.1f} %, tolerance ±{100 * tolerance:.0f} %), "
+        f"interval [{low:.2f}, {high:.2f}] µs ± {_us(widen_us)} "
+        f"{'holds' if judged['inside_interval'] else 'misses'} the truth"
+    )
+    return Check(name, judged["passed"], detail, judged)
+
+
+def _schedule_check(log: carriers.CallLog, pair: Any, warmup: int, iterations: int) -> Check:
+    orders = log.block_orders(warmup, iterations)
+    if orders is None:
+        return Check(
+            "schedule and labels",
+            False,
+            f"the carriers' own log is not {warmup} warm-up calls each followed by runs "
+            f"of {iterations} calls of one carrier",
+        )
+    blocks = len(orders)
+    baseline_first = sum(order[0] == "baseline" for order in orders)
+    claimed = {}
+    for record in pair.records:
+        if record.position == 0:
+            claimed[record.block] = record.variant
+    wrong = [b for b, order in enumerate(orders) if claimed.get(b) != order[0]]
+    balanced = 2 * baseline_first == blocks
+    passed = balanced and not wrong
+    detail = (
+        f"baseline ran first in {baseline_first} of {blocks} blocks"
+        + ("" if balanced else f" (must be {blocks // 2})")
+        + (
+            "; the records name the first carrier right in every block"
+            if not wrong
+            else f"; the records name the wrong first carrier in {len(wrong)} blocks"
+        )
+    )
+    numbers = {"blocks": blocks, "baseline_first": baseline_first, "mislabelled_blocks": wrong}
+    return Check("schedule and labels", passed, detail, numbers)
+
+
+def _block_medians(pair: Any, variant: str) -> np.ndarray:
+    records = sorted((r for r in pair.records if r.variant == variant), key=lambda r: r.block)
+    return np.array([np.median([s[0] for s in r.samples_us]) for r in records])
+
+
+def _interval_check(pair: Any) -> Check:
+    d = np.log(_block_medians(pair, "fixed") / _block_medians(pair, "baseline"))
+    n = d.size
+    robust_sd = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+    expected = float(sps.t.ppf(0.975, n - 1)) * robust_sd / math.sqrt(n)
+    low, high = pair.reduction_ci95_pct
+    harness = (math.log(1 - low / 100.0) - math.log(1 - high / 100.0)) / 2.0
+    if expected == 0.0:
+        return Check("interval size", True, "no spread between blocks to compare with")
+    ratio = harness / expected
+    passed = INTERVAL_RATIO[0] <= ratio <= INTERVAL_RATIO[1]
+    detail = (
+        f"half-width {100 * harness:.3f} % of log-ratio against {100 * expected:.3f} % from "
+        f"the blocks' own spread: ratio {ratio:.2f} (allowed "
+        f"{INTERVAL_RATIO[0]:.2f}–{INTERVAL_RATIO[1]:.0f})"
+    )
+    return Check("interval size", passed, detail, {"ratio": ratio, "blocks": n})
+
+
+def _column_medians(pair: Any, column: int) -> dict[str, float]:
+    """Median of block medians of one metric column, per variant."""
+    out = {}
+    for variant in ("baseline", "fixed"):
+        blocks = [r for r in pair.records if r.variant == variant]
+        out[variant] = float(
+            np.median([np.median([s[column] for s in r.samples_us]) for r in blocks])
+        )
+    return out
 
 
 def run_selftest(
@@ -147,45 +247,72 @@ def run_selftest(
     tolerance: float = TOLERANCE,
     allow_busy: bool = False,
 ) -> SelfTestResult:
-    """Time ``spin(base_us + delay_us)`` against ``spin(base_us)`` and judge the recovery."""
+    """Run the five checks (see the module docstring) on one pinned core."""
+    from embedbench.isolation import isolated, resolve_cpu_core
     from embedbench.runner import paired_benchmark  # late: the runner imports half the package
 
     if delay_us <= 0 or base_us <= 0:
         raise ValueError(f"delay_us and base_us must be positive, got {delay_us} and {base_us}")
-    result = paired_benchmark(
-        {"baseline": _spinner(base_us + delay_us), "fixed": _spinner(base_us)},
-        warmup=warmup,
-        blocks=blocks,
-        iterations=iterations,
-        cpu_core=cpu_core,
-        seed=seed,
-        allow_busy=allow_busy,
-    )
-    summary = result.statistics
-    floor = [[s[0] for s in r.samples_us] for r in result.timer_floor]
+    core = resolve_cpu_core(cpu_core)
+    design = {"warmup": warmup, "blocks": blocks, "iterations": iterations, "seed": seed}
+
+    def pair(baseline: carriers.Call, fixed: carriers.Call, offset: int) -> Any:
+        return paired_benchmark(
+            {"baseline": baseline, "fixed": fixed},
+            cpu_core=core,
+            seed=seed + offset,
+            allow_busy=allow_busy,
+            **design,
+        )
+
+    spin = pair(carriers.spinner(base_us + delay_us), carriers.spinner(base_us), 0)
+    floor = [[s[0] for s in r.samples_us] for r in spin.timer_floor]
     resolution = stats.median_of_block_medians(floor) if floor else 0.0
-    judged = evaluate(
-        summary.host_us,
-        summary.reduction_ci95_pct,
-        delay_us,
-        resolution_us=resolution,
-        tolerance=tolerance,
+    checks = [_recovery_check("arithmetic", spin, delay_us, resolution, tolerance)]
+
+    with isolated(core):
+        small = carriers.bytes_for_us(base_us / 2.0)
+        extra = carriers.bytes_for_us(base_us / 10.0)
+        slow, fast = carriers.hash_work(small + extra), carriers.hash_work(small)
+        before = carriers.difference_us(slow, fast)
+    log = carriers.CallLog()
+    work = pair(log.carrier("baseline", slow), log.carrier("fixed", fast), 1)
+    with isolated(core):
+        after = carriers.difference_us(slow, fast)
+    truth = (before.difference_us + after.difference_us) / 2.0
+    drift = abs(before.difference_us - after.difference_us) / 2.0
+    widen = max(resolution, 2.0 * math.hypot(before.spread_us, after.spread_us) / 2.0 + drift)
+    checks.append(_recovery_check("real work", work, truth, widen, tolerance))
+    checks.append(_schedule_check(log, work, warmup, iterations))
+    checks.append(_interval_check(work))
+
+    with isolated(core):
+        light = carriers.hash_work(carriers.bytes_for_us(base_us / 10.0))
+        slept = carriers.chain(light, carriers.sleep_us(SLEEP_US))
+        wall = carriers.difference_us(slept, light).difference_us
+    off_cpu = pair(slept, light, 2)
+    host, cpu = _column_medians(off_cpu, 0), _column_medians(off_cpu, 1)
+    recovered = off_cpu.statistics.host_us["baseline"] - off_cpu.statistics.host_us["fixed"]
+    error = (recovered - wall) / wall
+    checks.append(
+        Check(
+            "host column",
+            abs(error) <= SLEEP_TOLERANCE,
+            f"a {SLEEP_US:.0f} µs sleep costs {_us(wall)} of wall time; the harness recovered "
+            f"{_us(recovered)} (error {100 * error:+.1f} %, tolerance ±"
+            f"{100 * SLEEP_TOLERANCE:.0f} %); the CPU-time column differs by "
+            f"{_us(cpu['baseline'] - cpu['fixed'])}",
+            {"wall_us": wall, "recovered_us": recovered, "host_us": host, "cpu_us": cpu},
+        )
     )
     return SelfTestResult(
-        delay_us=float(delay_us),
-        base_us=float(base_us),
-        host_us=dict(summary.host_us),
-        nominal_injected_pct=100.0 * delay_us / (base_us + delay_us),
-        ci95_pct=summary.reduction_ci95_pct,
-        hl_reduction_pct=summary.hl_reduction_pct,
-        hl_ci95_pct=summary.hl_ci95_pct,
-        wilcoxon_p=summary.wilcoxon_p,
-        verdict=summary.verdict,
-        tolerance=tolerance,
-        warmup=warmup,
-        blocks=blocks,
-        iterations=iterations,
-        seed=seed,
-        cpu_core=cpu_core,
-        **judged,
+        tuple(checks),
+        {
+            **design,
+            "delay_us": delay_us,
+            "base_us": base_us,
+            "tolerance": tolerance,
+            "cpu_core": core,
+            "timer_resolution_us": resolution,
+        },
     )

@@ -68,6 +68,29 @@ def median_of_block_medians(blocks: Sequence[Sequence[float]]) -> float:
     return float(np.median(block_medians(blocks)))
 
 
+def _groups(labels: Sequence[int]) -> list[list[int]]:
+    """Block indices per worker, in worker order."""
+    order = sorted(set(labels))
+    return [[i for i, lab in enumerate(labels) if lab == w] for w in order]
+
+
+def combined_median(medians: Sequence[float], workers: Sequence[int] | None = None) -> float:
+    """The PR's statistic per process, combined over processes: each worker's median of
+    its block medians, then their geometric mean (one process: the PR's statistic itself).
+
+    A geometric mean, so that the reduction of the combined figures is exactly the mean
+    of the workers' own log-ratios, the centre of the between-process interval.
+    """
+    arr = np.asarray(medians, dtype=float)
+    labels = [0] * arr.size if workers is None else list(workers)
+    if len(labels) != arr.size:
+        raise ValueError(f"need one worker index per block: {len(labels)} for {arr.size}")
+    per_worker = [float(np.median(arr[group])) for group in _groups(labels)]
+    if len(per_worker) == 1:
+        return per_worker[0]
+    return float(np.exp(np.mean(np.log(per_worker))))
+
+
 def reduction_pct(baseline: float, fixed: float) -> float:
     """100 × (1 − fixed / baseline): positive when the fixed variant is faster."""
     if baseline <= 0:
@@ -477,8 +500,12 @@ def _json_value(value: Any) -> Any:
 class PairSummary:
     """The summary of one paired comparison.
 
-    ``reduction_pct`` (ratio of the medians of block medians) is the PR-compatible
-    headline. ``interval`` is the one interval the verdict, the gate and the MDE
+    ``host_us`` and ``reduction_pct`` are the PR-compatible headline: the median of
+    block medians per variant (in each worker process, then their geometric mean, see
+    ``combined_median``; one process: exactly the PR's). ``pooled_reduction_pct`` is the
+    PR's statistic over every block pooled across workers, kept for comparison: when
+    processes differ in speed, pooling mixes their levels and it moves more between
+    runs than the headline does. ``interval`` is the one interval the verdict, the gate and the MDE
     use (``reduction_ci95_pct`` in the JSON, with ``ci_level`` and
     ``interval_method``). The ``hl_*`` and ``wilcoxon_*`` fields are the paired
     analysis of all blocks pooled, a within-process view kept beside it.
@@ -490,6 +517,7 @@ class PairSummary:
     verdict: str
     blocks: int
     workers: int
+    pooled_reduction_pct: float | None = None
     log_ratios: tuple[float, ...] = ()
     hl_reduction_pct: float | None = None
     hl_ci95_pct: tuple[float, float] | None = None
@@ -524,6 +552,7 @@ class PairSummary:
                 "verdict": self.verdict,
                 "blocks": self.blocks,
                 "workers": self.workers,
+                "pooled_reduction_pct": self.pooled_reduction_pct,
                 "log_ratios": self.log_ratios,
                 "hl_reduction_pct": self.hl_reduction_pct,
                 "hl_ci95_pct": self.hl_ci95_pct,
@@ -556,12 +585,11 @@ def summarize_pair(
     if workers is not None and len(workers) != base_medians.size:
         raise ValueError(f"need one worker index per block: {len(workers)} for {base_medians.size}")
     labels = list(workers) if workers is not None else [0] * base_medians.size
-    order = sorted(set(labels))
-    if len(order) >= 2:
-        pick = {w: [i for i, lab in enumerate(labels) if lab == w] for w in order}
+    groups = _groups(labels)
+    if len(groups) >= 2:
         interval = worker_t_interval(
-            [base_medians[pick[w]] for w in order],
-            [fixed_medians[pick[w]] for w in order],
+            [base_medians[g] for g in groups],
+            [fixed_medians[g] for g in groups],
             confidence=confidence,
             power=power,
         )
@@ -570,15 +598,17 @@ def summarize_pair(
             base_medians, fixed_medians, confidence=confidence, power=power
         )
     paired = paired_statistics(base_medians, fixed_medians, confidence=confidence)
-    base = float(np.median(base_medians))
-    fixed = float(np.median(fixed_medians))
+    base = combined_median(base_medians, labels)
+    fixed = combined_median(fixed_medians, labels)
+    pooled = (float(np.median(base_medians)), float(np.median(fixed_medians)))
     return PairSummary(
         host_us={"baseline": base, "fixed": fixed},
         reduction_pct=reduction_pct(base, fixed),
         interval=interval,
         verdict=verdict(interval.bounds, level=interval.level, valid=valid),
         blocks=int(base_medians.size),
-        workers=len(order),
+        workers=len(groups),
+        pooled_reduction_pct=reduction_pct(*pooled),
         log_ratios=paired.log_ratios,
         hl_reduction_pct=paired.hl_reduction_pct,
         hl_ci95_pct=paired.hl_ci95_pct,

@@ -108,9 +108,10 @@ def summary_row(
     found = diagnostics.diagnose_records(records)
     diagnosed = found.to_json()
     diagnosed.pop("log_ratios", None)  # already in the row, from the statistics
+    workers = block_workers(records)
     extra = {
         name: {
-            variant: stats.median_of_block_medians(blocks)
+            variant: stats.combined_median(stats.block_medians(blocks), workers)
             for variant, blocks in blocks_by_variant(records, metric).items()
             if blocks
         }

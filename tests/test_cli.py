@@ -88,5 +88,6 @@ def test_selftest_command_prints_a_line_and_writes_json(tmp_path):
     assert proc.returncode in (0, 1), proc.stderr
     assert proc.stdout.startswith("self-test PASSED") or proc.stdout.startswith("self-test FAILED")
     result = json.loads(out.read_text())
-    assert result["injected_us"] == 50.0 and result["blocks"] == 8
+    assert result["design"]["delay_us"] == 50.0 and result["design"]["blocks"] == 8
+    assert len(result["checks"]) == 5 and len(proc.stdout.strip().splitlines()) == 6
     assert (proc.returncode == 0) == result["passed"]

@@ -1,0 +1,161 @@
+"""Known amounts of work for the self-test, and a log the work keeps of its own calls.
+
+- ``spin_us``: a busy-wait on the harness's own clock, exact by construction (an
+  arithmetic check: noise never lands on it);
+- ``hash_work``: real work (BLAKE2b over a fixed buffer), linear in its size, so that
+  preemption, cache and frequency effects land on it as on a real call;
+- ``sleep_us``: an off-CPU wait, which host latency sees and the calling thread's CPU
+  time does not;
+- ``CallLog``: each carrier records its own name when called, so the order the harness
+  really ran them in can be checked against what its records say.
+
+``difference_us`` measures what a carrier pair differs by in the plainest way, outside
+the harness: alternate single calls timed with ``perf_counter_ns``, median per side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Call = Callable[[], None]
+
+_SEED = 7451
+_buffer = b""
+
+
+def spin_us(duration_us: float) -> None:
+    """Busy-wait until ``duration_us`` microseconds have passed (perf_counter_ns deadline)."""
+    clock = time.perf_counter_ns
+    deadline = clock() + round(duration_us * 1000.0)
+    while clock() < deadline:
+        pass
+
+
+def spinner(duration_us: float) -> Call:
+    """A zero-argument call that spins for ``duration_us``."""
+
+    def call() -> None:
+        spin_us(duration_us)
+
+    return call
+
+
+def _data(nbytes: int) -> memoryview:
+    """The first ``nbytes`` of one seeded buffer, grown on demand (never in a timed call)."""
+    global _buffer
+    if len(_buffer) < nbytes:
+        _buffer = random.Random(_SEED).randbytes(max(nbytes, 2 * len(_buffer)))
+    return memoryview(_buffer)[:nbytes]
+
+
+def hash_work(nbytes: int) -> Call:
+    """A zero-argument call that hashes ``nbytes`` of a fixed buffer with BLAKE2b."""
+    data = _data(nbytes)
+    blake2b = hashlib.blake2b
+
+    def call() -> None:
+        blake2b(data).digest()
+
+    return call
+
+
+def bytes_for_us(target_us: float, *, probe_bytes: int = 1 << 20, repeats: int = 15) -> int:
+    """How many bytes ``hash_work`` hashes in about ``target_us`` on this core (median rate)."""
+    probe = hash_work(probe_bytes)
+    probe()
+    clock = time.perf_counter_ns
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        probe()
+        times.append(clock() - start)
+    ns_per_byte = statistics.median(times) / probe_bytes
+    return max(1, round(target_us * 1000.0 / ns_per_byte))
+
+
+def sleep_us(duration_us: float) -> Call:
+    """A zero-argument call that sleeps (off the CPU) for at least ``duration_us``."""
+    seconds = duration_us / 1e6
+
+    def call() -> None:
+        time.sleep(seconds)
+
+    return call
+
+
+def chain(*calls: Call) -> Call:
+    """One call that makes each of ``calls`` in turn."""
+
+    def call() -> None:
+        for fn in calls:
+            fn()
+
+    return call
+
+
+@dataclass
+class Calibration:
+    """What the plain alternating loop measured: the difference and its rounds."""
+
+    difference_us: float
+    rounds_us: list[float]
+    spread_us: float
+
+
+def difference_us(slow: Call, fast: Call, *, rounds: int = 9, pairs: int = 21) -> Calibration:
+    """Median time of ``slow`` minus that of ``fast``, from alternating single calls.
+
+    ``rounds`` rounds of ``pairs`` alternating calls each; the difference of the
+    per-round medians, then the median over rounds. ``spread_us`` is a standard error
+    of that median from the rounds' spread (1.4826 · MAD / √rounds · 1.25).
+    """
+    clock = time.perf_counter_ns
+    slow(), fast()
+    per_round = []
+    for _ in range(rounds):
+        times: dict[int, list[int]] = {0: [], 1: []}
+        for i in range(2 * pairs):
+            side = i % 2
+            fn = slow if side == 0 else fast
+            start = clock()
+            fn()
+            times[side].append(clock() - start)
+        per_round.append((statistics.median(times[0]) - statistics.median(times[1])) / 1e3)
+    centre = statistics.median(per_round)
+    mad = statistics.median(abs(x - centre) for x in per_round)
+    return Calibration(centre, per_round, 1.25 * 1.4826 * mad / rounds**0.5)
+
+
+@dataclass
+class CallLog:
+    """The names of the carriers in the order they were called (written by the carriers)."""
+
+    names: list[str] = field(default_factory=list)
+
+    def carrier(self, name: str, fn: Call) -> Call:
+        """``fn``, logging ``name`` before every call."""
+        append = self.names.append
+
+        def call() -> None:
+            append(name)
+            fn()
+
+        return call
+
+    def block_orders(self, warmup: int, iterations: int) -> list[tuple[str, ...]] | None:
+        """The carrier order of each block, read off the log; None if the log is not a
+        warm-up of each carrier followed by homogeneous runs of ``iterations`` calls."""
+        timed = self.names[2 * warmup :]
+        if not timed or len(timed) % (2 * iterations):
+            return None
+        chunks = [timed[i : i + iterations] for i in range(0, len(timed), iterations)]
+        if any(len(set(chunk)) != 1 for chunk in chunks):
+            return None
+        firsts = [chunk[0] for chunk in chunks]
+        orders = [tuple(firsts[i : i + 2]) for i in range(0, len(firsts), 2)]
+        return orders if all(len(set(order)) == 2 for order in orders) else None
