@@ -151,16 +151,18 @@ def _table(cases: dict[str, dict[str, Any]], runs: int) -> tuple[str, list[str]]
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=None, help="consecutive runs (default 10)")
+    p.add_argument("--keep", metavar="DIR", help="keep every run's output directory under DIR")
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args()
     session = C.Session("between_runs", args)
     runs_n = args.runs or (3 if args.quick else 10)
     flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
     with tempfile.TemporaryDirectory(prefix="embedbench-between-") as tmp:
+        where = Path(args.keep) if args.keep else Path(tmp)
         runs = []
         for i in range(runs_n):
             print(f"run {i + 1}/{runs_n} ...", file=sys.stderr, flush=True)
-            runs.append(_one_run(i, Path(tmp), flags, session.core))
+            runs.append(_one_run(i, where, flags, session.core))
     cases = _per_case(runs)
     table, missed = _table(cases, runs_n)
     walls = [r["wall_s"] for r in runs]

@@ -80,6 +80,21 @@ def schedule_seed(config: RunConfig, case: str, tokens: int, worker: int, scope:
     return derive_seed(config.seed, *parts)
 
 
+def case_order(share: Share) -> list[tuple[int, str]]:
+    """The (tokens, case) pairs in the order this share measures them.
+
+    One process: the configured order, as the original. Several: rotated by the worker
+    index, so that every case is measured early and late after a table load in some
+    worker, and what the position costs lands in the between-worker spread instead of
+    biasing one case.
+    """
+    pairs = [(tokens, case) for tokens in share.config.lengths for case in share.config.cases]
+    if share.config.processes == 1:
+        return pairs
+    shift = share.worker % len(pairs)
+    return pairs[shift:] + pairs[:shift]
+
+
 def build_target(
     config: RunConfig, facts: checkpoint.ThinkerFacts, table: torch.Tensor, device: torch.device
 ) -> Target:
@@ -141,6 +156,7 @@ def measure_share(
                 "worker": share.worker,
                 "pid": os.getpid(),
                 "blocks": [share.first_block, share.first_block + share.block_count],
+                "case_order": [f"{case}@{tokens}" for tokens, case in case_order(share)],
                 "target": target.name,
                 "target_metadata": target.metadata,
                 "code": {name: code_fingerprint(target.variants[name]) for name in VARIANTS},
@@ -151,7 +167,7 @@ def measure_share(
         )
         floor = measure_timer_floor(device=device.type, sync=sync, read_mhz=read_mhz)
         emit(_records(share, "timer", 0, "overhead", [r.to_json() for r in floor]))
-        pairs = [(tokens, case) for tokens in config.lengths for case in config.cases]
+        pairs = case_order(share)
         for index, (tokens, case) in enumerate(pairs):
             if index:
                 before_case(case, tokens)

@@ -317,7 +317,8 @@ class _Collector:
 
     def _ready(self, event: Event) -> None:
         worker = {
-            key: event[key] for key in ("worker", "pid", "blocks", "code", "table", "isolation")
+            key: event[key]
+            for key in ("worker", "pid", "blocks", "case_order", "code", "table", "isolation")
         }
         worker["started_at"] = _utc_now().isoformat()
         if self.writer is None:
