@@ -15,6 +15,7 @@ No torch import: this module only reads two /proc files.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -276,6 +277,7 @@ def wait_for_quiet_io(
     proc_stat: str | Path = PROC_STAT,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    flush: Callable[[], None] = os.sync,
 ) -> IoReading:
     """Wait until writeback and iowait are below their thresholds; refuse if they stay up.
 
@@ -283,7 +285,10 @@ def wait_for_quiet_io(
     (default 64 MiB) or the aggregate iowait share of ``/proc/stat`` over one
     ``iowait_window_s`` window above ``iowait_threshold`` (default 20 %); see the
     module constants for why those values. When busy, logs ONE line saying what it
-    waits for, then polls every ``poll_s`` s for up to ``max_wait_s`` s (default 60).
+    waits for; with dirty pages pending it asks the kernel to write them now
+    (``flush``, default ``os.sync``: left alone, the kernel starts writing dirty pages
+    only after they are 30 s old), then polls every ``poll_s`` s for up to
+    ``max_wait_s`` s (default 60).
     Quiet in time: returns the reading with ``waited_s``. Still busy: raises
     ``IoBusyError`` (one line: how much is pending, how long it waited, what to do).
 
@@ -320,9 +325,12 @@ def wait_for_quiet_io(
     if not reading.busy or allow_busy:
         return reading
     log(
-        f"waiting up to {max_wait_s:g} s for I/O to settle: {reading.what()}; "
-        f"`sync` or stopping the writer shortens the wait ..."
+        f"waiting up to {max_wait_s:g} s for I/O to settle: {reading.what()}"
+        + ("; writing dirty pages back now (sync) ..." if reading.writeback_busy else " ...")
     )
+    if reading.writeback_busy:
+        flush()
+        reading = sample(clock() - start)
     # Bounded by the clock and, should the clock stand still, by a count of polls.
     polls_left = math.ceil(max_wait_s / poll_s) + 1
     while reading.busy and polls_left > 0:

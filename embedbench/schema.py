@@ -12,7 +12,10 @@ from typing import Any
 
 import jsonschema
 
-SCHEMA_VERSION = 1
+# 2: worker processes (records carry ``worker``; metadata ``processes`` and ``workers``),
+# one interval per row with ``ci_level`` and ``interval_method``. Version 1 stays readable.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 ORIGINAL_FORMAT = "original"
 
 _NUMBER = {"type": "number"}
@@ -56,6 +59,7 @@ _RECORD = {
         "cpu_mhz_start": _NUMBER_OR_NULL,
         "cpu_mhz_end": _NUMBER_OR_NULL,
         "minor_faults": {"type": ["integer", "null"], "minimum": 0},
+        "worker": {"type": "integer", "minimum": 0},
     },
 }
 
@@ -118,7 +122,7 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
             ],
             "properties": {
                 **_METADATA_COMMON,
-                "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
+                "schema_version": {"type": "integer", "enum": list(READABLE_VERSIONS)},
                 "status": {"enum": ["running", "complete", "interrupted", "failed"]},
                 # The I/O guard's reading (ioguard.IoReading.to_json()); optional, so
                 # results written before the guard existed stay valid at this version.

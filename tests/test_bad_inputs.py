@@ -121,7 +121,7 @@ def _assert_refused(capsys, argv: list[str], fragment: str) -> None:
     err = "".join(
         line
         for line in captured.err.splitlines(keepends=True)
-        if not line.startswith("warning: busy core")
+        if not line.startswith("warning: busy")
     )
     assert err.startswith("embedbench"), err
     assert err.count("\n") == 1, err

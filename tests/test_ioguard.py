@@ -54,6 +54,7 @@ class FakeHost:
         self.index = 0
         self.now = 1000.0
         self.sleeps: list[float] = []
+        self.flushes = 0
         self.iowait = 0
         self.total = 0
         self.messages: list[str] = []
@@ -81,6 +82,12 @@ class FakeHost:
     def clock(self) -> float:
         return self.now
 
+    def flush(self) -> None:
+        """``sync``: the kernel writes back, the host moves to its next state."""
+        self.flushes += 1
+        self.index += 1
+        self._write()
+
     def wait(self, **kwargs):
         return wait_for_quiet_io(
             log=self.messages.append,
@@ -88,6 +95,7 @@ class FakeHost:
             proc_stat=self.stat,
             sleep=self.sleep,
             clock=self.clock,
+            flush=self.flush,
             **kwargs,
         )
 
@@ -136,13 +144,16 @@ def test_busy_writeback_that_drains_is_waited_for_with_one_line(tmp_path):
     reading = host.wait()
     assert reading.busy is False and reading.allowed and reading.label is None
     assert reading.waited_s > 0
-    # the first window, then three polls of (poll, window)
+    # the first window, a sync and its window, then two polls of (poll, window)
     window, poll = ioguard.IOWAIT_WINDOW_S, ioguard.IO_POLL_S
-    assert reading.waited_s == pytest.approx(window + 3 * (poll + window))
+    assert reading.waited_s == pytest.approx(2 * window + 2 * (poll + window))
+    assert host.flushes == 1  # dirty pages are written back now, not after 30 s
     assert len(host.messages) == 1
     line = host.messages[0]
     assert "\n" not in line
-    assert line.startswith("waiting up to 60 s")
+    assert line.startswith("waiting up to 60 s") and line.endswith(
+        "writing dirty pages back now (sync) ..."
+    )
     assert "1.00 GiB of dirty pages" in line and "Dirty+Writeback in /proc/meminfo" in line
     assert "threshold 64 MiB" in line
 

@@ -230,3 +230,30 @@ def test_original_format_renders_through_the_report_notebook(small_run_dir, tmp_
     text = "\n".join(o.get("text", "") for o in outputs)
     assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in text
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
+
+
+def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_path):
+    # An earlier embedbench: schema 1, a block-bootstrap interval, no workers.
+    old = _copy(small_run_dir, tmp_path / "v1")
+
+    def downgrade_metadata(meta):
+        meta["schema_version"] = 1
+        for key in ("processes", "workers"):
+            meta.pop(key, None)
+
+    def downgrade_summary(rows):
+        for row in rows:
+            for key in ("ci_level", "interval_method", "interval_units", "workers"):
+                row.pop(key, None)
+
+    _edit(old / "metadata.json", downgrade_metadata)
+    _edit(old / "summary.json", downgrade_summary)
+    _edit(old / "micro-raw.json", lambda records: [r.pop("worker", None) for r in records])
+    result = load_results(old)
+    table = report.statistics_table(result)
+    assert set(table["Method"]) == {"block bootstrap (older results)"}
+    assert set(table["Level"]) == {"95%"}
+
+    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=3))
+    with pytest.raises(OutputDirError, match="schema_version"):
+        load_results(old)
