@@ -224,11 +224,28 @@ def _metadata(
 
 @contextmanager
 def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
-    bar = tqdm(total=total, unit="call", desc="embedbench", disable=not enabled, file=sys.stderr)
+    """A progress bar that appears with the first finished calls (a run refused before
+    measuring prints nothing but its one line)."""
+    bar: list[tqdm] = []
+
+    def advance(calls: int) -> None:
+        if not bar:
+            bar.append(
+                tqdm(
+                    total=total,
+                    unit="call",
+                    desc="embedbench",
+                    disable=not enabled,
+                    file=sys.stderr,
+                )
+            )
+        bar[0].update(calls)
+
     try:
-        yield bar.update
+        yield advance
     finally:
-        bar.close()
+        if bar:
+            bar[0].close()
 
 
 def total_calls(config: RunConfig) -> int:
@@ -275,6 +292,8 @@ class _Collector:
             for case in prepared.config.cases
         }
         self.completed: list[str] = []
+        self._order = list(self.cases)
+        self._rows: dict[tuple[str, int], dict[str, Any]] = {}
 
     # -- events -----------------------------------------------------------------------------
 
@@ -380,9 +399,9 @@ class _Collector:
         state.written = True
         failed = [r for r in state.validation.values() if not r.get("ok")]
         if failed:
-            writer.add_summary(summary.invalid_row(case, tokens))
+            self._add_row(case, tokens, summary.invalid_row(case, tokens))
         elif state.errors:
-            writer.add_summary(summary.invalid_row(case, tokens, error=state.errors[0]))
+            self._add_row(case, tokens, summary.invalid_row(case, tokens, error=state.errors[0]))
         else:
             config = self.prepared.config
             aa = None
@@ -396,8 +415,15 @@ class _Collector:
                 aa=aa,
             )
             labels = {key: writer.metadata.get(key) for key in ("busy_core", "busy_io")}
-            writer.add_summary({**row, **{k: v for k, v in labels.items() if v}})
-        self.completed.append(f"{case}@{tokens}")
+            self._add_row(case, tokens, {**row, **{k: v for k, v in labels.items() if v}})
+
+    def _add_row(self, case: str, tokens: int, row: dict[str, Any]) -> None:
+        """Write summary rows in the configured order, whichever worker finished last."""
+        self._rows[(case, tokens)] = row
+        while self._order and self._order[0] in self._rows:
+            key = self._order.pop(0)
+            self._writer().add_summary(self._rows.pop(key))
+            self.completed.append(f"{key[0]}@{key[1]}")
 
     # -- guards and the end -----------------------------------------------------------------
 
@@ -552,6 +578,8 @@ def _run_worker(share: Share, collector: _Collector, stop: StopFlag, log: Log) -
         tail = [line for line in errors.read().decode(errors="replace").splitlines() if line]
     if code == 130 or (failure or {}).get("event") == "stopped":
         raise RunInterrupted(f"worker {share.worker} stopped")
+    if (failure or {}).get("kind") == "usage":  # bad input found by the worker: its one line
+        raise WorkerError(failure["message"])
     for line in tail[-20:]:
         log(f"worker {share.worker}: {line}")
     message = (failure or {}).get("message") or (tail[-1] if tail else f"exit code {code}")

@@ -254,7 +254,7 @@ def run_selftest(
     if delay_us <= 0 or base_us <= 0:
         raise ValueError(f"delay_us and base_us must be positive, got {delay_us} and {base_us}")
     core = resolve_cpu_core(cpu_core)
-    design = {"warmup": warmup, "blocks": blocks, "iterations": iterations, "seed": seed}
+    design = {"warmup": warmup, "blocks": blocks, "iterations": iterations}
 
     def pair(baseline: carriers.Call, fixed: carriers.Call, offset: int) -> Any:
         return paired_benchmark(
@@ -309,6 +309,7 @@ def run_selftest(
         tuple(checks),
         {
             **design,
+            "seed": seed,
             "delay_us": delay_us,
             "base_us": base_us,
             "tolerance": tolerance,
