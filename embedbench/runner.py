@@ -444,8 +444,10 @@ class _Collector:
         )
 
     def worker_finished(self, worker: int, exit_code: int) -> None:
-        """Record when and how a worker ended."""
-        writer = self._writer()
+        """Record when and how a worker ended (nothing for one that never got ready)."""
+        writer = self.writer
+        if writer is None or all(w["worker"] != worker for w in writer.metadata["workers"]):
+            return
         workers = [
             {**w, "ended_at": _utc_now().isoformat(), "exit_code": exit_code}
             if w["worker"] == worker
@@ -543,8 +545,7 @@ def _measure_in_workers(
         stop.check()
         if share.worker:
             collector.recheck(f"worker {share.worker}")
-        code = _run_worker(share, collector, stop, log)
-        collector.worker_finished(share.worker, code)
+        _run_worker(share, collector, stop, log)
 
 
 def _run_worker(share: Share, collector: _Collector, stop: StopFlag, log: Log) -> int:
@@ -572,6 +573,7 @@ def _run_worker(share: Share, collector: _Collector, stop: StopFlag, log: Log) -
             if proc.poll() is None:  # a second Ctrl-C, or an error here: stop it now
                 proc.kill()
                 proc.wait()
+            collector.worker_finished(share.worker, proc.returncode)
         if code == 0:
             return code
         errors.seek(0)
