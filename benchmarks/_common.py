@@ -149,9 +149,10 @@ class Session:
         """Markdown lines: command, date, machine, load."""
         m = self.machine
         argv = list(sys.argv[1:])
-        if "--json" in argv:  # where the JSON went is not part of the measurement
-            i = argv.index("--json")
-            del argv[i : i + 2]
+        for flag in ("--json", "--keep"):  # where output went is not part of the measurement
+            if flag in argv:
+                i = argv.index(flag)
+                del argv[i : i + 2]
         cmd = "python " + " ".join([f"benchmarks/{self.name}.py", *argv])
         mem = m["mem_total_gib"]
         lines = [

@@ -59,6 +59,9 @@ from embedbench.timing import (
 )
 
 Log = Callable[[str], None]
+# The guards' sampling window between workers or cases: 2 × 0.1 s of /proc/stat still
+# spans 50 clock ticks at HZ=250, enough to tell a busy core from a quiet one.
+RECHECK_WINDOW_S = 0.1
 
 
 class WorkerError(EmbedbenchError):
@@ -372,8 +375,7 @@ class _Collector:
         if not row.get("ok"):
             self._answered(case, tokens, event["worker"])
         merged = self._merged_validation(state)
-        rows = [r for r in writer.validation if (r["case"], r["tokens"]) != (case, tokens)]
-        if len(rows) == len(writer.validation):
+        if len(state.validation) == 1:
             writer.add_validation(merged)
         else:
             writer.replace_validation(case, tokens, merged)
@@ -381,9 +383,8 @@ class _Collector:
     @staticmethod
     def _merged_validation(state: _CaseState) -> dict[str, Any]:
         """The first worker's row; any worker's failure makes it fail, named per worker."""
-        ordered = [state.validation[w] for w in sorted(state.validation)]
-        failed = {w: r for w, r in sorted(state.validation.items()) if not r.get("ok")}
-        row = dict(failed[min(failed)] if failed else ordered[0])
+        failed = [w for w in sorted(state.validation) if not state.validation[w].get("ok")]
+        row = dict(state.validation[failed[0] if failed else min(state.validation)])
         if len(state.validation) > 1 or failed:
             row["workers_ok"] = {str(w): bool(r.get("ok")) for w, r in state.validation.items()}
         return row
@@ -428,11 +429,13 @@ class _Collector:
     # -- guards and the end -----------------------------------------------------------------
 
     def recheck(self, before: str) -> None:
-        """The guards again: I/O, then the core (either refuses the rest of the run)."""
+        """The guards again, with shorter windows than before the run (they run between
+        every two workers): I/O, then the core; either refuses the rest of the run."""
         allow_busy = self.prepared.config.allow_busy
-        io = wait_for_quiet_io(allow_busy=allow_busy, iowait_window_s=0.1, log=self.log)
+        window = RECHECK_WINDOW_S
+        io = wait_for_quiet_io(allow_busy=allow_busy, iowait_window_s=window, log=self.log)
         reading = check_contention(
-            self.prepared.cpu_core, allow_busy=allow_busy, candidates=self.affinity
+            self.prepared.cpu_core, allow_busy=allow_busy, candidates=self.affinity, window_s=window
         )
         writer = self._writer()
         meta = writer.metadata

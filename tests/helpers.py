@@ -58,3 +58,26 @@ def commit_all(repo: Path, message: str) -> str:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)
     return git(repo, "rev-parse", "HEAD")
+
+
+def original_metadata(design: dict, metric_order: list) -> dict:
+    """metadata.json as the PR's original script writes it (an H100 run), for ``design``
+    (warmup, blocks, iterations, lengths)."""
+    return {
+        "baseline_ref": "01a2f93256975c7ff9565c5414b0fe0225bc4765",
+        "checkout": "f" * 40,
+        "torch": "2.13.0+cu129",
+        "vllm": "0.29.0+cu129",
+        "transformers": "5.14.0",
+        "gpu": "NVIDIA H100 80GB",
+        "cpu_core": 2,
+        "torch_cpu_threads": 1,
+        **{key: design[key] for key in ("warmup", "blocks", "iterations", "lengths")},
+        "embedding_shape": [152064, 3584],
+        "dtype": "bfloat16",
+        "input_ids_dtype": "int32",
+        "mask_device": "cpu",
+        "start_time": 1789300000.0,
+        "metric_order": metric_order,
+        "end_time": 1789300100.0,
+    }

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import original_metadata
 
 from embedbench import load_results
 from embedbench.cli import main
@@ -276,27 +277,8 @@ def _original_dir(tmp_path, timings):
     """A results dir in the original script's format: ``timings`` case -> (before, after)."""
     rng = random.Random(7451)
     records = [r for case, t in timings.items() for r in _original_records(case, *t, rng)]
-    metadata = {
-        "baseline_ref": "01a2f93256975c7ff9565c5414b0fe0225bc4765",
-        "checkout": "f" * 40,
-        "torch": "2.13.0+cu129",
-        "vllm": "0.29.0+cu129",
-        "transformers": "5.14.0",
-        "gpu": "NVIDIA H100 80GB",
-        "cpu_core": 2,
-        "torch_cpu_threads": 1,
-        "warmup": 50,
-        "blocks": BLOCKS,
-        "iterations": ITERATIONS,
-        "lengths": [TOKENS],
-        "embedding_shape": [152064, 3584],
-        "dtype": "bfloat16",
-        "input_ids_dtype": "int32",
-        "mask_device": "cpu",
-        "start_time": 1789300000.0,
-        "metric_order": METRIC_ORDER,
-        "end_time": 1789300100.0,
-    }
+    design = {"warmup": 50, "blocks": BLOCKS, "iterations": ITERATIONS, "lengths": [TOKENS]}
+    metadata = original_metadata(design, METRIC_ORDER)
     validation = [
         {
             "case": case,

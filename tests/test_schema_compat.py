@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import original_metadata
 
 from embedbench import load_results, report
 from embedbench.errors import OutputDirError
@@ -100,27 +101,7 @@ def _to_original(src, dst):
     """Rewrite a run dir with only the original script's fields."""
     dst.mkdir()
     meta = json.loads((src / "metadata.json").read_text())
-    original_meta = {
-        "baseline_ref": "01a2f93256975c7ff9565c5414b0fe0225bc4765",
-        "checkout": "f" * 40,
-        "torch": "2.13.0+cu129",
-        "vllm": "0.29.0+cu129",
-        "transformers": "5.14.0",
-        "gpu": "NVIDIA H100 80GB",
-        "cpu_core": 2,
-        "torch_cpu_threads": 1,
-        "warmup": meta["warmup"],
-        "blocks": meta["blocks"],
-        "iterations": meta["iterations"],
-        "lengths": meta["lengths"],
-        "embedding_shape": [152064, 3584],
-        "dtype": "bfloat16",
-        "input_ids_dtype": "int32",
-        "mask_device": "cpu",
-        "start_time": 1789300000.0,
-        "metric_order": meta["metric_order"],
-        "end_time": 1789300100.0,
-    }
+    original_meta = original_metadata(meta, meta["metric_order"])
     assert set(original_meta) == set(ORIGINAL_METADATA_KEYS)
     records = [
         {k: r[k] for k in ORIGINAL_RECORD_KEYS}
