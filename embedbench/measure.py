@@ -38,7 +38,15 @@ from embedbench.isolation import isolated
 from embedbench.scenarios import build_scenario, call_variant
 from embedbench.targets import VARIANTS, Target
 from embedbench.targets.reference import build_reference_target
-from embedbench.timing import AA_SCOPE, MICRO_SCOPE, derive_seed, measure_pair, measure_timer_floor
+from embedbench.timing import (
+    AA_SCOPE,
+    MICRO_SCOPE,
+    TIMER_CASE,
+    TIMER_SCOPE,
+    derive_seed,
+    measure_pair,
+    measure_timer_floor,
+)
 from embedbench.validation import validate_scenario
 
 Event = dict[str, Any]
@@ -166,7 +174,7 @@ def measure_share(
             }
         )
         floor = measure_timer_floor(device=device.type, sync=sync, read_mhz=read_mhz)
-        emit(_records(share, "timer", 0, "overhead", [r.to_json() for r in floor]))
+        emit(_records(share, TIMER_CASE, 0, TIMER_SCOPE, [r.to_json() for r in floor]))
         pairs = case_order(share)
         for index, (tokens, case) in enumerate(pairs):
             if index:
