@@ -343,8 +343,9 @@ def worker_t_interval(
     the interval needs no estimate of how the noise splits between the levels, and
     its coverage is exact for normal θ_w and equal blocks per worker. A two-stage
     bootstrap counts the block noise twice and, with the few workers a run can
-    afford, resamples too few units to cover (0.85–0.90 at 5 workers in the tests'
-    simulation); the t interval does not depend on a seed.
+    afford, resamples too few units to cover (0.90–0.92 at 5 workers when the worker
+    effect dominates, in a simulation of the tests' model); the t interval does not
+    depend on a seed.
     """
     if len(baseline_by_worker) != len(fixed_by_worker):
         raise ValueError("need the same workers for baseline and fixed")
