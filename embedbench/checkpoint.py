@@ -29,7 +29,7 @@ import platformdirs
 import torch
 from safetensors.torch import save_file
 
-from embedbench.errors import CheckpointError, ConfigError
+from embedbench.errors import CheckpointError, ConfigError, one_line
 
 EMBEDDING_KEY = "thinker.model.embed_tokens.weight"
 INDEX_NAME = "model.safetensors.index.json"
@@ -88,11 +88,6 @@ def _fail(message: str) -> CheckpointError:
     return CheckpointError(" ".join(message.split()))
 
 
-def _exc_text(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return " ".join(text.split())
-
-
 def _check_dir(model_dir: str | Path) -> Path:
     path = Path(model_dir).expanduser()
     if not path.exists():
@@ -106,12 +101,12 @@ def _read_json(path: Path, model_dir: Path, what: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise _fail(f"checkpoint {model_dir}: cannot read {path.name}: {_exc_text(exc)}") from exc
+        raise _fail(f"checkpoint {model_dir}: cannot read {path.name}: {one_line(exc)}") from exc
     try:
         return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _fail(
-            f"checkpoint {model_dir}: {path.name} is not valid JSON ({_exc_text(exc)}); "
+            f"checkpoint {model_dir}: {path.name} is not valid JSON ({one_line(exc)}); "
             f"restore the {what} from the original checkpoint"
         ) from exc
 
@@ -220,7 +215,7 @@ def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLoc
     except (OSError, ValueError) as exc:
         raise _fail(
             f"checkpoint {path}: {shard.name} is not a readable safetensors file "
-            f"({_exc_text(exc)}); download it again"
+            f"({one_line(exc)}); download it again"
         ) from exc
     if EMBEDDING_KEY not in header:
         source = f"{INDEX_NAME} names {shard.name}, but it" if via_index else shard.name
@@ -329,7 +324,7 @@ def load_embedding_table(
     except (OSError, ValueError, KeyError) as exc:
         raise _fail(
             f"checkpoint {location.model_dir}: cannot read {EMBEDDING_KEY} from "
-            f"{location.shard.name} ({_exc_text(exc)}); download the shard again"
+            f"{location.shard.name} ({one_line(exc)}); download the shard again"
         ) from exc
     return table if target.type == "cpu" else table.to(target)
 
@@ -489,7 +484,7 @@ def write_synthetic_checkpoint(
         free = shutil.disk_usage(target.parent).free
     except OSError as exc:
         raise _fail(
-            f"synthetic checkpoint: cannot use {target.parent} ({_exc_text(exc)}); "
+            f"synthetic checkpoint: cannot use {target.parent} ({one_line(exc)}); "
             f"choose a writable directory"
         ) from exc
     if free < table_bytes + 64 * 2**20:
@@ -513,12 +508,12 @@ def write_synthetic_checkpoint(
         except OSError as exc:
             raise _fail(
                 f"synthetic checkpoint: cannot move the new checkpoint to {target} "
-                f"({_exc_text(exc)}); choose a new directory or delete it"
+                f"({one_line(exc)}); choose a new directory or delete it"
             ) from exc
         _fsync_dir(target.parent)  # the rename itself
     except OSError as exc:
         raise _fail(
-            f"synthetic checkpoint: writing into {target.parent} failed ({_exc_text(exc)}); "
+            f"synthetic checkpoint: writing into {target.parent} failed ({one_line(exc)}); "
             f"free space or choose a writable directory"
         ) from exc
     finally:

@@ -1,6 +1,15 @@
 """Error types the front ends turn into a one-line message and exit code 2."""
 
 
+def one_line(value: object) -> str:
+    """``value`` as one line (whitespace collapsed); an exception without a message
+    gives its type's name."""
+    text = " ".join(str(value).split())
+    if not text and isinstance(value, BaseException):
+        return type(value).__name__
+    return text
+
+
 class EmbedbenchError(Exception):
     """Bad input or a refused run. The message is one line that says what to fix."""
 

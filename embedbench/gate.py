@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from embedbench.config import parse_float
-from embedbench.errors import ConfigError
+from embedbench.errors import ConfigError, one_line
 from embedbench.report import NOT_MEASURED, input_label, ordered_rows
 from embedbench.results import RunResult
 from embedbench.stats import INVALID, labelled_level
@@ -90,10 +90,6 @@ def _failed_validation(result: RunResult, case: str, tokens: int) -> dict[str, A
     return None
 
 
-def _one_line(text: Any) -> str:
-    return " ".join(str(text).split())
-
-
 def _uncertified(result: RunResult, row: dict[str, Any]) -> str | None:
     """Why a row cannot be certified, or None when it has an interval to judge."""
     case, tokens = row["case"], row["tokens"]
@@ -101,7 +97,7 @@ def _uncertified(result: RunResult, row: dict[str, Any]) -> str | None:
         status = "" if result.status == "complete" else f" (run {result.status})"
         return f"not measured{status}; {UNCERTIFIED}"
     if row.get("error"):
-        return f"{_one_line(row['error'])}; {UNCERTIFIED}"
+        return f"{one_line(row['error'])}; {UNCERTIFIED}"
     failed = _failed_validation(result, case, tokens)
     if failed is not None:
         what = ", ".join(sorted(failed.get("mismatch") or {}))

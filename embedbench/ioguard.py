@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from embedbench.errors import ConfigError, IoBusyError
+from embedbench.errors import ConfigError, IoBusyError, one_line
 
 PROC_MEMINFO = Path("/proc/meminfo")
 PROC_STAT = Path("/proc/stat")
@@ -193,10 +193,6 @@ class IoReading:
         return out
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join((str(exc) or type(exc).__name__).split())
-
-
 def read_io(
     *,
     allow_busy: bool = False,
@@ -222,7 +218,7 @@ def read_io(
         dirty, writeback = read_writeback_bytes(meminfo)
         sources.append(str(meminfo))
     except (OSError, ValueError) as exc:
-        reasons.append(f"cannot read {meminfo}: {_one_line(exc)}")
+        reasons.append(f"cannot read {meminfo}: {one_line(exc)}")
     share: float | None = None
     try:
         before = read_iowait_jiffies(proc_stat)
@@ -232,7 +228,7 @@ def read_io(
         if share is None:
             reasons.append(f"no clock ticks counted in {proc_stat} over the window")
     except (OSError, ValueError) as exc:
-        reasons.append(f"cannot read {proc_stat}: {_one_line(exc)}")
+        reasons.append(f"cannot read {proc_stat}: {one_line(exc)}")
     reading = IoReading(
         dirty_bytes=dirty,
         writeback_bytes=writeback,

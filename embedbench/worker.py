@@ -16,7 +16,7 @@ import sys
 import traceback
 from typing import Any, TextIO
 
-from embedbench.errors import EmbedbenchError
+from embedbench.errors import EmbedbenchError, one_line
 from embedbench.interrupts import stop_requests
 from embedbench.measure import Share, measure_share
 
@@ -33,11 +33,6 @@ def _event_stream() -> TextIO:
     return stream
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
 def main() -> int:
     """Measure the share given on stdin; return the exit code."""
     events = _event_stream()
@@ -50,10 +45,10 @@ def main() -> int:
         with stop_requests() as stop:
             measure_share(share, emit, check_stop=stop.check)
     except KeyboardInterrupt as exc:
-        emit({"event": "stopped", "reason": _one_line(exc)})
+        emit({"event": "stopped", "reason": one_line(exc)})
         return EXIT_STOPPED
     except EmbedbenchError as exc:
-        emit({"event": "error", "kind": "usage", "message": _one_line(exc)})
+        emit({"event": "error", "kind": "usage", "message": one_line(exc)})
         return EXIT_USAGE
     except Exception as exc:
         traceback.print_exc()
@@ -61,7 +56,7 @@ def main() -> int:
             {
                 "event": "error",
                 "kind": "crash",
-                "message": f"{type(exc).__name__}: {_one_line(exc)}",
+                "message": f"{type(exc).__name__}: {one_line(exc)}",
             }
         )
         return EXIT_CRASH

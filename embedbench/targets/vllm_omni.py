@@ -32,7 +32,7 @@ from torch import nn
 from embedbench import gitsource
 from embedbench.checkpoint import ThinkerFacts
 from embedbench.config import WORKTREE
-from embedbench.errors import EmbedbenchError, GitSourceError
+from embedbench.errors import EmbedbenchError, GitSourceError, one_line
 from embedbench.sysinfo import package_version
 from embedbench.targets import Target
 from embedbench.targets.reference import ReferenceLanguageModel, tag_modality
@@ -53,12 +53,8 @@ class VllmOmniImportError(EmbedbenchError):
     """The vLLM-Omni thinker (or vLLM, or transformers) cannot be imported."""
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def _fail(message: str) -> VllmOmniImportError:
-    return VllmOmniImportError(_one_line(message))
+    return VllmOmniImportError(one_line(message))
 
 
 def _inside(path: str | Path | None, root: Path) -> bool:
@@ -176,7 +172,7 @@ def _thinker_config(facts: ThinkerFacts) -> Any:
         config = Qwen2_5OmniThinkerConfig.from_dict(dict(facts.thinker_config))
     except Exception as exc:
         raise EmbedbenchError(
-            _one_line(
+            one_line(
                 f"the checkpoint's thinker_config is not a valid Qwen2_5OmniThinkerConfig "
                 f"({type(exc).__name__}: {exc}); pass a Qwen2.5-Omni checkpoint"
             )
@@ -189,7 +185,7 @@ def _thinker_config(facts: ThinkerFacts) -> Any:
     seen = {name: getattr(config, name, None) for name in expected}
     if seen != expected:
         raise EmbedbenchError(
-            _one_line(
+            one_line(
                 f"Qwen2_5OmniThinkerConfig reads token ids {seen} from the checkpoint's "
                 f"thinker_config, which says {expected}; pass a Qwen2.5-Omni checkpoint"
             )
