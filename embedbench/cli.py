@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate = sub.add_parser(
         "gate",
         help="exit 1 when a case is slower beyond --max-slowdown (a CI regression gate)",
-        description="Exit 1 when any case's 95 % interval of the reduction lies entirely "
+        description="Exit 1 when any case's interval of the reduction lies entirely "
         "below -PCT (slower beyond the allowance), or when a case cannot be certified: "
         "not measured, failed validation (valid: false, verdict: invalid) or no interval. "
         "Prints one line per failing case; exit 0 with one summary line otherwise; "

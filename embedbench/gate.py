@@ -21,7 +21,7 @@ import pandas as pd
 
 from embedbench.config import parse_float
 from embedbench.errors import ConfigError, one_line
-from embedbench.report import NOT_MEASURED, input_label, ordered_rows
+from embedbench.report import NOT_MEASURED, input_label, level_text, ordered_rows
 from embedbench.results import RunResult
 from embedbench.stats import INVALID, labelled_level
 
@@ -194,7 +194,7 @@ def gate_table(outcomes: Mapping[str, GateOutcome]) -> pd.DataFrame:
             "Tokens": row.tokens,
             "Reduction": "n/a" if row.reduction_pct is None else _pct(row.reduction_pct),
             "Interval": "n/a" if row.interval is None else format_interval(row.interval),
-            "Level": f"{100.0 * labelled_level(row.level):.4g}%",
+            "Level": level_text(row.level),
             "Gate": "pass" if row.passed else "FAIL",
             "Reason": row.reason,
         }

@@ -116,7 +116,8 @@ def _pct(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2f}%"
 
 
-def _level(level: Any) -> str:
+def level_text(level: Any) -> str:
+    """An interval's level as labelled: ``95%``, or its true level below that."""
     return "n/a" if level is None else f"{100.0 * stats.labelled_level(float(level)):.4g}%"
 
 
@@ -147,12 +148,12 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
         hl_level = row.get("hl_confidence")
         hl = _interval(row.get("hl_ci95_pct"))
         if hl_level is not None and hl_level < stats.CONFIDENCE:
-            hl += f" ({_level(hl_level)})"
+            hl += f" ({level_text(hl_level)})"
         measured = row.get("reduction_ci95_pct") is not None
         entry = {
             "Input": input_label(row["case"], row["tokens"], several),
             "Interval": _interval(row.get("reduction_ci95_pct")),
-            "Level": _level(row.get("ci_level", stats.CONFIDENCE)) if measured else "n/a",
+            "Level": level_text(row.get("ci_level", stats.CONFIDENCE)) if measured else "n/a",
             "Verdict": row.get("verdict", "n/a"),
             "MDE": _pct(row.get("mde_pct")),
             "Method": interval_method(row),

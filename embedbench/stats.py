@@ -306,8 +306,9 @@ class ReductionInterval:
 
     ``units`` counts what the interval is built from (worker processes for the
     between-process t, blocks for Hodges–Lehmann); ``estimate_pct`` is the centre
-    the method estimates (the mean of the workers' own headlines, or the HL
-    estimate), which sits close to, but is not, the PR's pooled headline.
+    the method estimates: the mean of the workers' own headlines (which is the
+    run's headline), or the HL estimate (close to, but not, the PR's ratio of
+    medians in one process).
     ``mde_pct`` is the true reduction this rule calls ``faster`` with probability
     0.8, from the noise the interval saw (None when it cannot be told).
     """
