@@ -42,9 +42,14 @@ SEED_BASE = 7451
 
 MODALITIES: tuple[str, ...] = ("audio", "image", "video")
 
-# One distinct constant per modality, each exactly representable in bfloat16 (and in
-# every float dtype), so a row written to the wrong modality's positions shows up.
-MODALITY_FILL: dict[str, float] = {"audio": 1.0, "image": 2.0, "video": 3.0}
+
+# Distinct within a case and exactly representable in bfloat16 (and in every float
+# dtype), so a row written to the wrong modality's positions shows up.
+def fill_value(index: int) -> float:
+    """The fill of the ``index``-th multimodal embedding (first-appearance order): index + 1,
+    as the PR script fills them (1, 2, 3, ...)."""
+    return float(index + 1)
+
 
 # (modality, count) per run, in sequence order. Non-interleaved runs are separated
 # by SEPARATOR_TOKENS text tokens; the interleaved runs are contiguous.
@@ -160,8 +165,8 @@ def build_scenario(
     ``video_token_id``. Token ids are int32 on ``device``; the mask is a bool tensor
     on the CPU (as in the original: a CPU mask spares the merge a device sync);
     the multimodal embeddings are one ``(rows, hidden_size)`` tensor per modality
-    in first-appearance order, on ``device``, filled with ``MODALITY_FILL`` and
-    passed through ``tag(tensor, modality)``.
+    in first-appearance order, on ``device``, the ``i``-th filled with ``fill_value(i)``
+    (i + 1, as the PR script) and passed through ``tag(tensor, modality)``.
     """
     _check_case(case)
     tokens = _check_tokens(tokens)
@@ -194,11 +199,11 @@ def build_scenario(
     embeddings = [
         tag(
             torch.full(
-                (rows[modality], hidden_size), MODALITY_FILL[modality], dtype=dtype, device=device
+                (rows[modality], hidden_size), fill_value(index), dtype=dtype, device=device
             ),
             modality,
         )
-        for modality in _first_appearance(runs)
+        for index, modality in enumerate(_first_appearance(runs))
     ]
     return Scenario(
         case=case,

@@ -13,13 +13,13 @@ from embedbench.scenarios import (
     CASE_LABELS,
     CASES,
     MIN_TOKENS,
-    MODALITY_FILL,
     PLACEHOLDER_START,
     SEPARATOR_TOKENS,
     PlaceholderRun,
     Scenario,
     build_scenario,
     call_variant,
+    fill_value,
     placeholder_runs,
 )
 
@@ -69,10 +69,10 @@ def test_cases_and_labels():
     assert SEPARATOR_TOKENS == 2
 
 
-def test_modality_fill_distinct_and_exact_in_bf16():
-    assert set(MODALITY_FILL) == {"audio", "image", "video"}
-    assert len(set(MODALITY_FILL.values())) == 3
-    for value in MODALITY_FILL.values():
+def test_fill_is_index_plus_one_as_the_pr_script_and_exact_in_bf16():
+    assert [fill_value(i) for i in range(3)] == [1.0, 2.0, 3.0]
+    for index in range(3):
+        value = fill_value(index)
         assert torch.tensor(value, dtype=torch.bfloat16).item() == value
 
 
@@ -179,10 +179,10 @@ def test_embeddings_one_per_modality_in_first_appearance_order(case):
     assert isinstance(embeddings, list)
     assert [(e.modality, e.shape[0]) for e in embeddings] == EXPECTED_EMBEDDINGS[case]
     assert scenario.modalities == tuple(m for m, _ in EXPECTED_EMBEDDINGS[case])
-    for embedding in embeddings:
+    for index, embedding in enumerate(embeddings):
         assert embedding.shape[1] == HIDDEN
         assert embedding.dtype == torch.bfloat16
-        assert torch.all(embedding == MODALITY_FILL[embedding.modality])
+        assert torch.all(embedding == index + 1)  # 1, 2, 3 in first-appearance order
     assert sum(e.shape[0] for e in embeddings) == int(scenario.is_multimodal.sum())
 
 
