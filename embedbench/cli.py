@@ -29,6 +29,7 @@ from embedbench.gate import check_max_slowdown, gate_lines, gate_results
 from embedbench.report import busy_label, pr_table, statistics_table, to_pr_markdown
 from embedbench.results import RunResult, check_results_dir, load_results, write_json_atomic
 from embedbench.scenarios import CASES
+from embedbench.windows import DEFAULT_WINDOW, PR, TIGHT
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -63,6 +64,12 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
         default=str(DEFAULT_PROCESSES),
         help=f"fresh worker processes the blocks are spread over (default {DEFAULT_PROCESSES}; "
         "1: the original single-process design)",
+    )
+    p.add_argument(
+        "--timing-window",
+        default=DEFAULT_WINDOW,
+        help=f"where the clock reads sit: {PR} (default, the PR script's: host latency includes "
+        f"the two thread-clock reads) or {TIGHT} (reads outside the wall window)",
     )
     p.add_argument("--output-dir", help="results dir (default: ./embedbench-results/<UTC time>)")
     p.add_argument("--overwrite", action="store_true", help="replace results in --output-dir")
@@ -144,6 +151,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         allow_busy=args.allow_busy,
         aa_check=args.aa_check,
         processes=args.processes,
+        timing_window=args.timing_window,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from embedbench.errors import ConfigError
 from embedbench.scenarios import CASES, MIN_TOKENS
+from embedbench.windows import DEFAULT_WINDOW, MEASURABLE
 
 DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"
 WORKTREE = "WORKTREE"
@@ -117,6 +118,7 @@ class RunConfig:
     allow_busy: bool = False
     aa_check: bool = False
     processes: int = DEFAULT_PROCESSES
+    timing_window: str = DEFAULT_WINDOW
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +156,12 @@ class RunConfig:
         set_(self, "overwrite", _as_bool("overwrite", self.overwrite))
         set_(self, "allow_busy", _as_bool("allow_busy", self.allow_busy))
         set_(self, "aa_check", _as_bool("aa_check", self.aa_check))
+        window = str(self.timing_window).strip().lower()
+        if window not in MEASURABLE:
+            raise ConfigError(
+                f"unknown timing_window {window!r}; choose from {', '.join(MEASURABLE)}"
+            )
+        set_(self, "timing_window", window)
 
     def _check_design(self) -> None:
         """Every worker runs as many baseline-first as fixed-first blocks."""

@@ -173,7 +173,13 @@ def measure_share(
                 "table": placement,
             }
         )
-        floor = measure_timer_floor(device=device.type, sync=sync, read_mhz=read_mhz)
+        floor = measure_timer_floor(
+            device=device.type,
+            sync=sync,
+            read_mhz=read_mhz,
+            warmup=config.warmup,
+            window=config.timing_window,
+        )
         emit(_records(share, TIMER_CASE, 0, TIMER_SCOPE, [r.to_json() for r in floor]))
         pairs = case_order(share)
         for index, (tokens, case) in enumerate(pairs):
@@ -262,6 +268,7 @@ def _measure_case(
                 check_stop=check_stop,
                 scope=scope,
                 first_block=share.first_block,
+                window=config.timing_window,
             )
             timed.append((scope, [r.to_json() for r in records]))
     except Exception as exc:  # a crash inside a wrapper: record it, go on with the next case

@@ -167,9 +167,19 @@ def reduction_forest(result: RunResult) -> Figure:
 
 
 def compare_reductions(
-    runs: Mapping[str, RunResult], reference: Mapping[str, Any] | None = None
+    runs: Mapping[str, RunResult],
+    reference: Mapping[str, Any] | None = None,
+    *,
+    allow_mixed_windows: bool = False,
 ) -> Figure:
-    """Reduction per case across runs (and the PR's reference table), side by side."""
+    """Reduction per case across runs (and the PR's reference table), side by side.
+
+    Runs timed with different windows are refused unless ``allow_mixed_windows``, which
+    labels every series with its window (``report.compared_windows``).
+    """
+    seen = report.compared_windows(
+        dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
+    )
     series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = []
     for name, result in runs.items():
         values = {}
@@ -180,12 +190,12 @@ def compare_reductions(
                     row["reduction_pct"],
                     tuple(ci) if ci else None,
                 )
-        series.append((name, values))
+        series.append((report.series_label(name, seen), values))
     if reference is not None:
         tokens = reference.get("tokens")
         series.append(
             (
-                "PR #7477 reference (H100)",
+                report.series_label(report.reference_name(dict(reference)), seen),
                 {f"{r['case']}@{tokens}": (r["reduction_pct"], None) for r in reference["rows"]},
             )
         )

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embedbench import stats, sysinfo
+from embedbench import stats, sysinfo, windows
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.results import RunResult, load_results
 from embedbench.scenarios import CASE_LABELS, CASES
+from embedbench.schema import ORIGINAL_FORMAT
 from embedbench.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
@@ -384,6 +385,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
             f"{m.get('iterations')} calls, seed {m.get('seed')}",
         ),
         ("lengths", m.get("lengths")),
+        ("timing window", windows.describe(timing_window(m))),
         ("python / torch", f"{versions.get('python')} / {versions.get('torch')}"),
         (
             "vllm / vllm-omni / transformers",
@@ -405,21 +407,84 @@ def reference_results() -> dict[str, Any]:
     return json.loads(text)
 
 
+class MixedWindowsError(ConfigError):
+    """Runs timed with different windows would be put side by side unlabelled."""
+
+
+def timing_window(metadata: dict[str, Any]) -> str:
+    """The timing window a result directory was measured with (``windows``).
+
+    Recorded since the PR's window became the default; the PR script's own output
+    used the PR's window; any other directory without the field was measured by
+    embedbench before that, in the ``legacy`` window.
+    """
+    recorded = metadata.get("timing_window")
+    if recorded:
+        return str(recorded)
+    return windows.PR if metadata.get("source_format") == ORIGINAL_FORMAT else windows.LEGACY
+
+
+def reference_name(reference: dict[str, Any]) -> str:
+    """The column label of the PR's published table."""
+    return f"PR #7477 ({reference['environment']['gpu']})"
+
+
+def compared_windows(
+    runs: dict[str, RunResult],
+    reference: dict[str, Any] | None = None,
+    *,
+    allow_mixed: bool = False,
+) -> dict[str, str]:
+    """The timing window of every compared run (and of the PR's table: the PR's window).
+
+    Raises ``MixedWindowsError`` when they differ and ``allow_mixed`` is false: host
+    latencies from different windows differ by the clock reads' cost, so a table of
+    them must say so (``allow_mixed=True`` labels every column with its window).
+    """
+    seen = {name: timing_window(result.metadata) for name, result in runs.items()}
+    if reference is not None:
+        seen[reference_name(reference)] = str(reference.get("timing_window", windows.PR))
+    if len(set(seen.values())) > 1 and not allow_mixed:
+        listing = ", ".join(f"{name}: {window}" for name, window in seen.items())
+        raise MixedWindowsError(
+            f"the runs were timed with different windows ({listing}), so their latencies "
+            f"differ by where the clock reads sit; compare runs of one window, or pass "
+            f"allow_mixed_windows=True to show them side by side labelled with their windows"
+        )
+    return seen
+
+
+def series_label(name: str, seen: dict[str, str]) -> str:
+    """``name``, with its window appended when the compared windows differ."""
+    return f"{name} [{seen[name]} window]" if len(set(seen.values())) > 1 else name
+
+
 def compare_table(
-    runs: dict[str, RunResult], reference: dict[str, Any] | None = None
+    runs: dict[str, RunResult],
+    reference: dict[str, Any] | None = None,
+    *,
+    allow_mixed_windows: bool = False,
 ) -> pd.DataFrame:
-    """Before, after and reduction per case, one column group per run (and the PR's)."""
+    """Before, after and reduction per case, one column group per run (and the PR's).
+
+    Refuses runs timed with different windows unless ``allow_mixed_windows``, which
+    labels every column group with its window (``compared_windows``).
+    """
+    seen = compared_windows(runs, reference, allow_mixed=allow_mixed_windows)
     columns: dict[str, dict[str, str]] = {}
     for name, result in runs.items():
         several = _several_lengths(result.summary)
+        label_of = series_label(name, seen)
         for row in ordered_rows(result):
             label = input_label(row["case"], row["tokens"], several)
             host = row.get("host_us") or {}
-            columns.setdefault(f"{name}: before (μs)", {})[label] = _fmt_us(host.get("baseline"))
-            columns.setdefault(f"{name}: after (μs)", {})[label] = _fmt_us(host.get("fixed"))
-            columns.setdefault(f"{name}: reduction", {})[label] = _reduction_text(row)
+            columns.setdefault(f"{label_of}: before (μs)", {})[label] = _fmt_us(
+                host.get("baseline")
+            )
+            columns.setdefault(f"{label_of}: after (μs)", {})[label] = _fmt_us(host.get("fixed"))
+            columns.setdefault(f"{label_of}: reduction", {})[label] = _reduction_text(row)
     if reference is not None:
-        name = f"PR #7477 ({reference['environment']['gpu']})"
+        name = series_label(reference_name(reference), seen)
         for row in reference["rows"]:
             label = row["label"]
             columns.setdefault(f"{name}: before (μs)", {})[label] = _fmt_us(row["before_us"])
@@ -481,6 +546,7 @@ def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
                 "target": m.get("target"),
                 "synthetic": m.get("synthetic"),
                 "design": f"{m.get('blocks')}×{m.get('iterations')} (warmup {m.get('warmup')})",
+                "timing window": timing_window(m),
                 "status": m.get("status"),
                 "started": m.get("start_time"),
             }

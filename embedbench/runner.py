@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 import embedbench
-from embedbench import checkpoint, stats, summary, sysinfo
+from embedbench import checkpoint, stats, summary, sysinfo, windows
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError, EmbedbenchError
@@ -192,6 +192,8 @@ def _metadata(
         "blocks": config.blocks,
         "iterations": config.iterations,
         "processes": config.processes,
+        "timing_window": config.timing_window,
+        "timing_window_description": windows.describe(config.timing_window),
         "workers": [],
         "lengths": list(config.lengths),
         "cases": list(config.cases),
@@ -639,6 +641,7 @@ def paired_benchmark(
     seed: int = 0,
     device: str = "cpu",
     allow_busy: bool = False,
+    timing_window: str = windows.DEFAULT_WINDOW,
 ) -> PairedResult:
     """Time two zero-argument callables, ``{"baseline": f, "fixed": g}``, like ``run`` does.
 
@@ -646,6 +649,7 @@ def paired_benchmark(
     Unlike ``run``, it stays in this one process (arbitrary callables cannot be sent to
     a fresh worker), so its interval is the within-process Hodges–Lehmann interval:
     it does not see what differs between processes. ``blocks`` must be even.
+    ``timing_window`` is ``"pr"`` (the PR script's) or ``"tight"`` (see ``windows``).
     """
     if set(variants) != set(VARIANTS):
         raise ConfigError(f"variants must be exactly {list(VARIANTS)}, got {list(variants)}")
@@ -657,6 +661,7 @@ def paired_benchmark(
         device=device,
         cpu_core=cpu_core,
         processes=1,
+        timing_window=timing_window,
     )
     dev = resolve_device(checked.device)
     core = resolve_cpu_core(checked.cpu_core)
@@ -666,7 +671,13 @@ def paired_benchmark(
     ordered = {name: variants[name] for name in VARIANTS}
     with host_lock(), isolated(core):
         check_contention(core, allow_busy=allow_busy, candidates=allowed_cores())
-        floor = measure_timer_floor(device=dev.type, sync=sync, read_mhz=read_mhz)
+        floor = measure_timer_floor(
+            device=dev.type,
+            sync=sync,
+            read_mhz=read_mhz,
+            warmup=checked.warmup,
+            window=checked.timing_window,
+        )
         records = measure_pair(
             ordered,
             case="paired",
@@ -678,6 +689,7 @@ def paired_benchmark(
             device=dev.type,
             sync=sync,
             read_mhz=read_mhz,
+            window=checked.timing_window,
         )
     pair = summary.summarize_records([r.to_json() for r in records])
     return PairedResult(

@@ -7,6 +7,9 @@ Per call it takes three clocks, in ``METRIC_ORDER``:
   sync that is not counted;
 - calling-thread CPU time over the same call;
 - synchronized completion: wall clock from the start to after a second sync.
+
+Where the reads sit (and so what host latency includes) is the timing window, by
+default the PR script's (:mod:`embedbench.windows`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+from embedbench.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 
 METRIC_ORDER: tuple[str, str, str] = (
     "host_observed_us",
@@ -88,23 +93,66 @@ def block_schedule(variants: Sequence[str], blocks: int, seed: int) -> list[tupl
     return [orders[i] for i in rng.permutation(blocks)]
 
 
-def time_calls(fn: Callable[[], Any], count: int, sync: Sync = no_sync) -> list[list[float]]:
-    """Call ``fn`` ``count`` times; one [host, cpu, completion] triple in µs per call."""
-    perf = time.perf_counter_ns
-    cpu = time.thread_time_ns
+def time_calls(
+    fn: Callable[[], Any], count: int, sync: Sync = no_sync, window: str = DEFAULT_WINDOW
+) -> list[list[float]]:
+    """Call ``fn`` ``count`` times; one [host, cpu, completion] triple in µs per call.
+
+    ``window`` (see :mod:`embedbench.windows`) places the clock reads; in both windows
+    the returned value is released only after the completion clock, outside every
+    window. Without a device (``sync`` is ``no_sync``) completion equals host latency.
+    """
+    if window == PR:
+        stamps = _pr_window(fn, count, sync)
+    elif window == TIGHT:
+        stamps = _tight_window(fn, count, sync)
+    else:
+        raise ValueError(f"unknown timing window {window!r}; choose from {', '.join(MEASURABLE)}")
+    return [[(w1 - w0) / 1e3, (c1 - c0) / 1e3, (w2 - w0) / 1e3] for w0, w1, w2, c0, c1 in stamps]
+
+
+def _pr_window(fn: Callable[[], Any], count: int, sync: Sync) -> list[tuple[int, ...]]:
+    """The PR script's order: wall, thread, call, thread, wall; sync; completion; release."""
+    perf, cpu, device = time.perf_counter_ns, time.thread_time_ns, sync is not no_sync
+    stamps = []
+    append = stamps.append
+    for _ in range(count):
+        sync()
+        w0 = perf()
+        c0 = cpu()
+        out = fn()
+        c1 = cpu()
+        w1 = perf()
+        if device:
+            sync()
+            w2 = perf()
+        else:
+            w2 = w1
+        del out
+        append((w0, w1, w2, c0, c1))
+    return stamps
+
+
+def _tight_window(fn: Callable[[], Any], count: int, sync: Sync) -> list[tuple[int, ...]]:
+    """Thread clock outside the wall clock: thread, wall, call, wall, thread; then as ``pr``."""
+    perf, cpu, device = time.perf_counter_ns, time.thread_time_ns, sync is not no_sync
     stamps = []
     append = stamps.append
     for _ in range(count):
         sync()
         c0 = cpu()
-        t0 = perf()
-        fn()
-        t1 = perf()
+        w0 = perf()
+        out = fn()
+        w1 = perf()
         c1 = cpu()
-        sync()
-        t2 = perf()
-        append((t0, t1, t2, c0, c1))
-    return [[(t1 - t0) / 1e3, (c1 - c0) / 1e3, (t2 - t0) / 1e3] for t0, t1, t2, c0, c1 in stamps]
+        if device:
+            sync()
+            w2 = perf()
+        else:
+            w2 = w1
+        del out
+        append((w0, w1, w2, c0, c1))
+    return stamps
 
 
 def _thread_minor_faults() -> int | None:
@@ -126,10 +174,11 @@ def _block(
     calls: int,
     sync: Sync,
     read_mhz: ReadMhz,
+    window: str,
 ) -> BlockRecord:
     """Time one block of ``calls`` calls, with wall times, MHz and page faults around it."""
     mhz_start, wall_start, faults_start = read_mhz(), time.time(), _thread_minor_faults()
-    samples = time_calls(fn, calls, sync)
+    samples = time_calls(fn, calls, sync, window)
     faults_end, wall_end, mhz_end = _thread_minor_faults(), time.time(), read_mhz()
     faults = None if faults_start is None or faults_end is None else faults_end - faults_start
     return BlockRecord(
@@ -159,10 +208,15 @@ def measure_timer_floor(
     device: str,
     sync: Sync = no_sync,
     read_mhz: ReadMhz = lambda: None,
+    warmup: int = 0,
+    window: str = DEFAULT_WINDOW,
     blocks: int = TIMER_FLOOR_BLOCKS,
     calls: int = TIMER_FLOOR_CALLS,
 ) -> list[BlockRecord]:
-    """Time an empty call through the same path: case "timer", scope "overhead"."""
+    """Time an empty call through the same window as the cases, after ``warmup`` calls
+    (the PR: the cases' warm-up, then 10 blocks of 100): case "timer", scope "overhead",
+    variant "timer_floor"."""
+    time_calls(_empty_call, warmup, sync, window)
     return [
         _block(
             device,
@@ -176,6 +230,7 @@ def measure_timer_floor(
             calls,
             sync,
             read_mhz,
+            window,
         )
         for block in range(blocks)
     ]
@@ -197,6 +252,7 @@ def measure_pair(
     check_stop: Callable[[], None] = lambda: None,
     scope: str = MICRO_SCOPE,
     first_block: int = 0,
+    window: str = DEFAULT_WINDOW,
 ) -> list[BlockRecord]:
     """Warm up each variant, then run ``blocks`` paired blocks in the seeded order.
 
@@ -205,14 +261,15 @@ def measure_pair(
     ``check_stop`` runs between blocks (and warm-ups) and may raise to stop early,
     so a stop never leaves a block with only one variant. ``scope`` labels the
     records (``AA_SCOPE`` for the A/A check). Blocks are numbered from ``first_block``
-    (a worker process's share of a run continues the run's numbering).
+    (a worker process's share of a run continues the run's numbering). ``window`` is
+    the timing window of every call, warm-ups included.
     """
     names = tuple(variants)
     if len(names) != 2:
         raise ValueError(f"a paired measurement needs exactly two variants, got {names}")
     for name in names:
         check_stop()
-        time_calls(variants[name], warmup, sync)
+        time_calls(variants[name], warmup, sync, window)
         if progress is not None:
             progress(warmup)
     records = []
@@ -232,6 +289,7 @@ def measure_pair(
                     iterations,
                     sync,
                     read_mhz,
+                    window,
                 )
             )
             if progress is not None:

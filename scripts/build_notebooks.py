@@ -136,6 +136,7 @@ RUN = new_notebook(
             allow_busy: bool = False  # measure even on a busy core (results are labelled)
             aa_check: bool = False  # also time each baseline against itself (A/A noise floor)
             processes: int = 5  # fresh worker processes the blocks are spread over; 1: one process
+            timing_window: str = "pr"  # pr: the PR script's clock order (default) or tight
             """),
         md("""
             ## Parameters and environment
@@ -148,7 +149,7 @@ RUN = new_notebook(
                 candidate_ref=candidate_ref, cpu_core=cpu_core, lengths=lengths, cases=cases,
                 warmup=warmup, blocks=blocks, iterations=iterations, device=device, seed=seed,
                 output_dir=output_dir, overwrite=overwrite, allow_busy=allow_busy,
-                aa_check=aa_check, processes=processes,
+                aa_check=aa_check, processes=processes, timing_window=timing_window,
             )
             display(report.styled(report.config_table(config)))
             report.styled(report.environment_table())
@@ -212,16 +213,24 @@ COMPARE = new_notebook(
             results_dirs: list = []  # two or more run output dirs (one with the reference)
             include_reference: bool = True  # add the PR #7477 H100 reference table
             max_slowdown_pct: float = 0.0  # gate: allowed slowdown in percent (0 or more)
+            allow_mixed_windows: bool = False  # show runs of different timing windows, labelled
+            """),
+        md("""
+            The PR's table was timed in the PR script's window (its clock reads inside the
+            host latency). Runs timed in another window are refused here unless
+            `allow_mixed_windows=True`, which labels every column with its window.
             """),
         code("""
             runs = report.load_runs(results_dirs, include_reference=include_reference)
             reference = report.reference_results() if include_reference else None
+            mixed = dict(allow_mixed_windows=allow_mixed_windows)
+            report.compared_windows(runs, reference, allow_mixed=allow_mixed_windows)
             display(report.styled(report.runs_table(runs)))
             """),
         md("## Before/after per run"),
-        code("report.styled(report.compare_table(runs, reference))"),
+        code("report.styled(report.compare_table(runs, reference, **mixed))"),
         md("## Reduction per case"),
-        code("plots.compare_reductions(runs, reference)"),
+        code("plots.compare_reductions(runs, reference, **mixed)"),
         md("""
             ## Regression gate
 

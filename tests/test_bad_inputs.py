@@ -100,6 +100,7 @@ FLAG_ROWS = {
     "empty cases": (["--cases"], "--cases"),
     "unknown device": (["--device", "tpu"], "unknown device"),
     "unknown target": (["--target", "llama"], "unknown target"),
+    "unknown timing window": (["--timing-window", "loose"], "unknown timing_window"),
     "unknown flag": (["--lenghts", "512"], "lenghts"),
 }
 

@@ -1,5 +1,6 @@
 """The papermill notebooks: hygiene, execution, re-rendering, comparison, failures."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -9,31 +10,14 @@ import nbformat
 import papermill as pm
 import pytest
 
+from embedbench.config import RunConfig
 from embedbench.results import RESULT_FILES
 from embedbench.scenarios import CASES
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-RUN_PARAMS = [
-    "model",
-    "target",
-    "repo",
-    "baseline_ref",
-    "candidate_ref",
-    "cpu_core",
-    "lengths",
-    "cases",
-    "warmup",
-    "blocks",
-    "iterations",
-    "device",
-    "seed",
-    "output_dir",
-    "overwrite",
-    "allow_busy",
-    "aa_check",
-    "processes",
-]
-COMPARE_PARAMS = ["results_dirs", "include_reference", "max_slowdown_pct"]
+# Every RunConfig field is a run.ipynb parameter (one list, in config.py).
+RUN_PARAMS = [f.name for f in dataclasses.fields(RunConfig) if f.name != "extra"]
+COMPARE_PARAMS = ["results_dirs", "include_reference", "max_slowdown_pct", "allow_mixed_windows"]
 PR_HEADER = "| Input | Before (μs) | After (μs) | Host latency reduction |"
 SIZE_BUDGET = 2 * 1024 * 1024
 

@@ -106,3 +106,97 @@ def test_timer_floor_is_ten_blocks_of_a_hundred_empty_calls():
     assert all(r.case == "timer" and r.scope == "overhead" for r in records)
     assert all(len(r.samples_us) == 100 for r in records)
     assert all(r.cpu_mhz_start is None for r in records)
+
+
+class _ClockLog:
+    """A fake ``time`` module whose clocks log their reads and advance one tick (1 µs)."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.tick = 0
+
+    def _read(self, name: str) -> int:
+        self.events.append(name)
+        self.tick += 1000
+        return self.tick
+
+    def perf_counter_ns(self) -> int:
+        return self._read("wall")
+
+    def thread_time_ns(self) -> int:
+        return self._read("thread")
+
+    def call(self) -> object:
+        self.events.append("call")
+        self.tick += 1000
+        log = self.events
+
+        class Output:
+            def __del__(self) -> None:
+                log.append("release")
+
+        return Output()
+
+
+PR_ORDER = ["wall", "thread", "call", "thread", "wall", "release"]
+TIGHT_ORDER = ["thread", "wall", "call", "wall", "thread", "release"]
+
+
+@pytest.mark.parametrize(
+    ("window", "order", "host_ticks", "cpu_ticks"),
+    [("pr", PR_ORDER, 4, 2), ("tight", TIGHT_ORDER, 2, 4)],
+    ids=["pr", "tight"],
+)
+def test_the_window_places_clock_reads_and_releases_the_output_after(
+    monkeypatch, window, order, host_ticks, cpu_ticks
+):
+    clock = _ClockLog()
+    monkeypatch.setattr(timing, "time", clock)
+    samples = timing.time_calls(clock.call, 2, window=window)
+    assert clock.events == order * 2
+    for host, cpu, completion in samples:
+        # pr: host spans the two thread-clock reads and the call; tight: the call alone
+        assert host == host_ticks
+        assert cpu == cpu_ticks  # pr: the call and a wall read; tight: the call and 2 reads
+        assert completion == host  # no device: completion is the host latency (w2 = w1)
+
+
+def test_the_pr_window_syncs_then_reads_the_completion_clock_before_releasing(monkeypatch):
+    clock = _ClockLog()
+    monkeypatch.setattr(timing, "time", clock)
+    timing.time_calls(clock.call, 1, sync=lambda: clock.events.append("sync"), window="pr")
+    assert clock.events == ["sync", *PR_ORDER[:-1], "sync", "wall", "release"]
+
+
+def test_the_default_window_is_the_pr_scripts():
+    assert timing.DEFAULT_WINDOW == "pr"
+    with pytest.raises(ValueError, match="unknown timing window"):
+        timing.time_calls(lambda: None, 1, window="legacy")
+
+
+def test_timer_floor_warms_up_like_the_cases_through_the_same_window(monkeypatch):
+    calls = []
+    windows = []
+    real = timing.time_calls
+
+    def spy(fn, count, sync=timing.no_sync, window=timing.DEFAULT_WINDOW):
+        windows.append(window)
+        return real(fn, count, sync, window)
+
+    monkeypatch.setattr(timing, "time_calls", spy)
+    monkeypatch.setattr(timing, "_empty_call", lambda: calls.append(1))
+    records = timing.measure_timer_floor(device="cpu", warmup=50, window="tight")
+    assert len(calls) == 50 + 10 * 100
+    assert set(windows) == {"tight"} and len(windows) == 1 + 10
+    assert [r.variant for r in records] == ["timer_floor"] * 10
+
+
+def test_the_pr_windows_floor_holds_the_thread_clock_reads():
+    # Two thread_time_ns reads cost far more than nothing (≈0.9 µs on a 2-core VM), so
+    # the empty call's median latency is larger in the PR's window than in the tight one.
+    medians = {}
+    for window in ("pr", "tight"):
+        records = timing.measure_timer_floor(device="cpu", warmup=50, window=window)
+        host = sorted(s[0] for r in records for s in r.samples_us)
+        medians[window] = host[len(host) // 2]
+    assert medians["pr"] > medians["tight"]
