@@ -142,8 +142,8 @@ def test_a_biased_block_order_is_caught(monkeypatch):
 def test_the_wrong_metric_column_is_caught(monkeypatch):
     real = timing.time_calls
 
-    def cpu_first(fn, count, sync=timing.no_sync):
-        return [[cpu, host, done] for host, cpu, done in real(fn, count, sync)]
+    def cpu_first(fn, count, sync=timing.no_sync, window=timing.DEFAULT_WINDOW):
+        return [[cpu, host, done] for host, cpu, done in real(fn, count, sync, window)]
 
     monkeypatch.setattr(timing, "time_calls", cpu_first)
     result = _run()
