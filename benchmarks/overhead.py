@@ -15,6 +15,10 @@
    call's cost that is outside the timed window: it lengthens runs, it does not bias the
    host latency), for an empty call and for a 10 µs spin.
 4. The cost of each clock and of the no-op CPU sync, per call.
+5. The host floor in each timing window (``embedbench.windows``): the PR's window holds
+   the two ``thread_time_ns`` reads, the tight window does not.
+
+Sections 1–4 use the default window (the PR script's).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import _common as C
 from embedbench.isolation import isolated
 from embedbench.selftest import spin_us
 from embedbench.timing import METRIC_ORDER, measure_timer_floor, no_sync, time_calls
+from embedbench.windows import MEASURABLE
 
 
 def _empty() -> None:
@@ -92,9 +97,13 @@ def main() -> None:
         k: [] for k in ("bare", "timing", "time_calls", "reported", "spin_wall", "spin_reported")
     }
     clocks: dict[str, list[float]] = {k: [] for k in ("perf_counter_ns", "thread_time_ns", "sync")}
+    window_floors: dict[str, list[float]] = {w: [] for w in MEASURABLE}
     with isolated(session.core):
         for _ in range(repeats):
-            records = measure_timer_floor(device="cpu")
+            for window in MEASURABLE:
+                floor = measure_timer_floor(device="cpu", warmup=50, window=window)
+                window_floors[window].append(C.median([s[0] for r in floor for s in r.samples_us]))
+            records = measure_timer_floor(device="cpu", warmup=50)
             samples = [s for r in records for s in r.samples_us]
             floor_samples.extend(samples)
             floor_medians.append(C.median([s[0] for s in samples]))
@@ -197,10 +206,23 @@ def main() -> None:
     )
     session.add(f"time_calls on a 10 µs spin (N = {n_spin})", spin_table)
     session.add("Cost of each clock read (N calls in a loop)", clock_table)
+    window_table = C.markdown_table(
+        ["timing window", "host floor, median of repeats (µs)", "per repeat (µs)"],
+        [
+            [w, f"{C.median(v):.3f}", ", ".join(f"{m:.3f}" for m in v)]
+            for w, v in window_floors.items()
+        ],
+    )
+    session.add(
+        "Host floor per timing window (50 warm-up calls, 10 × 100 empty calls)",
+        window_table,
+        "The difference is what the PR's window adds to every host latency, in both variants.",
+    )
     session.data.update(
         {
             "floor_samples_us": floor_samples,
             "floor_medians_us": floor_medians,
+            "window_floor_medians_us": window_floors,
             "loops_us": loops,
             "clocks_us": clocks,
             "loop_only_us": loop_only,
