@@ -69,6 +69,8 @@ _VALIDATION_ROW = {
     "properties": {
         "case": {"type": "string"},
         "tokens": {"type": "integer"},
+        # Written by the original and by newer embedbench runs; older rows lack it.
+        "device": {"type": "string"},
         "calls": {"type": "object", "additionalProperties": {"type": "integer"}},
         "torch_equal": {"type": "boolean"},
         "same_input_wrapper_torch_equal": {"type": "boolean"},

@@ -246,6 +246,7 @@ def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_pa
     _edit(old / "metadata.json", downgrade_metadata)
     _edit(old / "summary.json", downgrade_summary)
     _edit(old / "micro-raw.json", lambda records: [r.pop("worker", None) for r in records])
+    _edit(old / "validation.json", lambda rows: [r.pop("device") for r in rows])
     result = load_results(old)
     table = report.statistics_table(result)
     assert set(table["Method"]) == {"block bootstrap (older results)"}
