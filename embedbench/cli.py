@@ -27,7 +27,7 @@ from embedbench.config import (
 from embedbench.errors import EmbedbenchError
 from embedbench.gate import check_max_slowdown, gate_lines, gate_results
 from embedbench.report import busy_label, pr_table, statistics_table, to_pr_markdown
-from embedbench.results import RunResult, check_results_dir, load_results, write_json_atomic
+from embedbench.results import RunResult, inspect_results_dir, load_results, write_json_atomic
 from embedbench.scenarios import CASES
 
 EXIT_OK = 0
@@ -179,8 +179,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    fmt = check_results_dir(args.results_dir)
-    print(f"ok: {args.results_dir} ({fmt} format)")
+    print(f"ok: {args.results_dir} ({inspect_results_dir(args.results_dir).describe()})")
     return EXIT_OK
 
 

@@ -9,6 +9,7 @@ original`` so nothing derived passes for something measured.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -75,24 +76,34 @@ def upgrade_validation(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return upgraded
 
 
+def _of_case(records: Sequence[dict[str, Any]], case: str, tokens: int) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in records
+        if r["case"] == case and r["tokens"] == tokens and r["scope"] != TIMER_SCOPE
+    ]
+
+
 def upgrade_summary(
-    rows: list[dict[str, Any]], records: list[dict[str, Any]], validation: list[dict[str, Any]]
+    rows: list[dict[str, Any]],
+    records: list[dict[str, Any]],
+    validation: list[dict[str, Any]],
+    aa_records: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """Recompute each row from its records (adds the interval and verdict)."""
+    """Recompute each row from its records (adds the interval and verdict, and the A/A
+    check where there are A/A records)."""
     ok = {(v["case"], v["tokens"]): v["ok"] for v in validation}
     upgraded = []
     for row in rows:
         case, tokens = row["case"], row["tokens"]
-        case_records = [
-            r
-            for r in records
-            if r["case"] == case and r["tokens"] == tokens and r["scope"] != TIMER_SCOPE
-        ]
+        case_records = _of_case(records, case, tokens)
         if not ok.get((case, tokens), False) or not case_records:
             upgraded.append(summary.invalid_row(case, tokens))
             continue
+        case_aa = _of_case(aa_records, case, tokens)
+        aa = summary.aa_summary(case_aa) if case_aa else None
         # The original's block order came from its own seed, which it did not record.
-        upgraded.append(summary.summary_row(case, tokens, case_records, seed=None))
+        upgraded.append(summary.summary_row(case, tokens, case_records, seed=None, aa=aa))
     return upgraded
 
 
@@ -101,13 +112,16 @@ def upgrade_original(
     records: list[dict[str, Any]],
     validation: list[dict[str, Any]],
     summary_rows: list[dict[str, Any]],
+    *,
+    aa_records: Sequence[dict[str, Any]] = (),
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The four files of an original-script run, in embedbench's shape."""
+    """The four files of an original-script run, in embedbench's shape (``aa_records``:
+    already upgraded A/A records, if any)."""
     records = upgrade_records(records)
     validation = upgrade_validation(validation)
     return (
         upgrade_metadata(metadata),
         records,
         validation,
-        upgrade_summary(summary_rows, records, validation),
+        upgrade_summary(summary_rows, records, validation, aa_records),
     )

@@ -67,6 +67,14 @@ def test_a_run_dir_passes_its_schema(small_run_dir):
     assert check_results_dir(small_run_dir) == "embedbench"
 
 
+def test_aa_raw_holds_aa_records_only(small_run_dir, tmp_path):
+    run = _copy(small_run_dir, tmp_path / "run")
+    records = json.loads((run / "micro-raw.json").read_text())
+    (run / "aa-raw.json").write_text(json.dumps(records[-1:]))  # an A/B record
+    with pytest.raises(OutputDirError, match=r"aa-raw.json\[0\].scope"):
+        check_results_dir(run)
+
+
 @pytest.mark.parametrize(
     "file_name, change, fragment",
     [
