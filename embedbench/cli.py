@@ -26,7 +26,13 @@ from embedbench.config import (
 )
 from embedbench.errors import EmbedbenchError
 from embedbench.gate import check_max_slowdown, gate_lines, gate_results
-from embedbench.report import busy_label, pr_table, statistics_table, to_pr_markdown
+from embedbench.report import (
+    busy_label,
+    pr_table,
+    statistics_table,
+    status_lines,
+    to_pr_markdown,
+)
 from embedbench.results import RunResult, inspect_results_dir, load_results, write_json_atomic
 from embedbench.scenarios import CASES
 
@@ -150,6 +156,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def print_report(result: RunResult) -> None:
     """The PR table, then the statistics table, on stdout."""
     print(to_pr_markdown(pr_table(result)))
+    for line in status_lines(result):
+        print(f"\n> {line}")
     if busy_label(result):
         print(f"\n> {busy_label(result)}")
     print()

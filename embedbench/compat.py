@@ -5,6 +5,14 @@ position, no validation verdict, no interval, epoch times. This module derives
 those from what is there (block order from record order, intervals and
 verdicts from ``micro-raw.json``) and marks the result ``source_format:
 original`` so nothing derived passes for something measured.
+
+The original writes ``micro-raw.json`` after each case and ``validation.json`` after
+each validation, but ``metadata.json`` and ``summary.json`` only when it finishes
+(benchmarks/qwen2_5_omni/benchmark_embeddings.py, PR #7477). A crashed run leaves the
+first two alone; it is read as a partial run: status ``interrupted``,
+``missing_files`` naming what is absent, the metadata the records tell (lengths,
+blocks, calls per block, device, start) and a summary row recomputed for every case
+in the records.
 """
 
 from __future__ import annotations
@@ -14,8 +22,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from embedbench import summary
+from embedbench.scenarios import CASES
 from embedbench.schema import ORIGINAL_FORMAT
-from embedbench.timing import TIMER_SCOPE
+from embedbench.timing import METRIC_ORDER, TIMER_SCOPE
 from embedbench.validation import EXPECTED_LOOKUPS
 
 
@@ -51,6 +60,30 @@ def upgrade_metadata(original: dict[str, Any]) -> dict[str, Any]:
         "started_at": _iso(original.get("start_time")),
         "ended_at": _iso(original.get("end_time")),
     }
+
+
+def partial_metadata(
+    records: list[dict[str, Any]], validation: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The original's metadata fields as far as a crashed run's records and validation
+    rows tell (no warm-up count, versions, GPU name or refs: they were never written)."""
+    timed = [r for r in records if r["scope"] != TIMER_SCOPE]
+    first = (timed[0]["case"], timed[0]["tokens"]) if timed else None
+    return {
+        "lengths": sorted({r["tokens"] for r in timed} | {v["tokens"] for v in validation}),
+        "blocks": len({r["block"] for r in timed if (r["case"], r["tokens"]) == first}) or None,
+        "iterations": timed[0]["iterations"] if timed else None,
+        "metric_order": list(METRIC_ORDER),  # the original's, fixed in the script
+        "device": records[0]["device"] if records else None,
+        "start_time": min((r["wall_start"] for r in records), default=None),
+        "end_time": None,
+    }
+
+
+def measured_cases(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One ``{case, tokens}`` per timed case in the records, in the order measured."""
+    keys = dict.fromkeys((r["case"], r["tokens"]) for r in records if r["scope"] != TIMER_SCOPE)
+    return [{"case": case, "tokens": tokens} for case, tokens in keys]
 
 
 def upgrade_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -108,19 +141,39 @@ def upgrade_summary(
 
 
 def upgrade_original(
-    metadata: dict[str, Any],
+    metadata: dict[str, Any] | None,
     records: list[dict[str, Any]],
-    validation: list[dict[str, Any]],
-    summary_rows: list[dict[str, Any]],
+    validation: list[dict[str, Any]] | None,
+    summary_rows: list[dict[str, Any]] | None,
     *,
+    missing: Sequence[str] = (),
     aa_records: Sequence[dict[str, Any]] = (),
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The four files of an original-script run, in embedbench's shape (``aa_records``:
-    already upgraded A/A records, if any)."""
+    """The four files of an original-script run, in embedbench's shape.
+
+    A file the run never wrote is None, and named in ``missing`` (a partial run);
+    ``aa_records``: already upgraded A/A records, if any.
+    """
     records = upgrade_records(records)
-    validation = upgrade_validation(validation)
+    validation = upgrade_validation(validation or [])
+    if metadata is None:
+        metadata = partial_metadata(records, validation)
+    if summary_rows is None:
+        summary_rows = measured_cases(records)
+    upgraded = upgrade_metadata(metadata)
+    if missing:
+        told = ["summary recomputed from micro-raw.json"]
+        if "metadata.json" in missing:
+            told.append("lengths, blocks, calls per block and device read from its records")
+        upgraded.update(
+            status="interrupted",
+            cases=list(CASES),  # the original measures all six: show what it did not reach
+            missing_files=list(missing),
+            partial_note=f"partial run of the original script (it did not finish): "
+            f"no {', '.join(missing)}; {'; '.join(told)}",
+        )
     return (
-        upgrade_metadata(metadata),
+        upgraded,
         records,
         validation,
         upgrade_summary(summary_rows, records, validation, aa_records),

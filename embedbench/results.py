@@ -218,17 +218,28 @@ def _read_json(path: Path) -> Any:
         raise OutputDirError(f"{path} is not valid JSON ({exc}); was it truncated?") from None
 
 
-def _read_files(path: Path) -> dict[str, Any]:
+def _read_files(path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The files that are there, and which of the original four are not.
+
+    Every file is required, except in the original's format, which writes metadata.json
+    and summary.json only when it finishes: with micro-raw.json there, a directory that
+    lacks others is its partial run (metadata.json missing: the original's, as an
+    embedbench run writes it first).
+    """
     if not path.is_dir():
         raise OutputDirError(f"results dir {path} does not exist; pass a run's --output-dir")
-    data = {name: _read_json(path / name) for name in RESULT_FILES}
-    if (path / AA_RAW).exists():
-        data[AA_RAW] = _read_json(path / AA_RAW)
-    return data
+    present = [name for name in (*RESULT_FILES, AA_RAW) if (path / name).exists()]
+    data = {METADATA: _read_json(path / METADATA)} if METADATA in present else {}
+    missing = tuple(name for name in RESULT_FILES if name not in present)
+    original = schema.detect_format(data.get(METADATA)) == schema.ORIGINAL_FORMAT
+    if missing and not (original and RAW in present):
+        raise OutputDirError(f"results dir {path} has no {missing[0]}")
+    data.update({name: _read_json(path / name) for name in present if name != METADATA})
+    return data, missing
 
 
 def _check_format(path: Path, data: dict[str, Any]) -> str:
-    fmt = schema.detect_format(data[METADATA])
+    fmt = schema.detect_format(data.get(METADATA))
     for name, content in data.items():
         problem = schema.first_problem(name, content, fmt)
         if problem is not None:
@@ -238,21 +249,24 @@ def _check_format(path: Path, data: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class DirCheck:
-    """What ``inspect_results_dir`` found: the format and the files it checked."""
+    """What ``inspect_results_dir`` found: the format, the files it checked and, for a
+    partial run of the original script, the files it never wrote."""
 
     format: str
     files: tuple[str, ...]
+    missing: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """One line: the format and the files checked."""
-        return f"{self.format} format: {', '.join(self.files)}"
+        """One line: the format, a partial run's missing files, the files checked."""
+        partial = f", partial run without {', '.join(self.missing)}" if self.missing else ""
+        return f"{self.format} format{partial}: {', '.join(self.files)}"
 
 
 def inspect_results_dir(directory: str | Path) -> DirCheck:
     """Check the files (aa-raw.json too, when there) against their schema, or raise one line."""
     path = Path(directory)
-    data = _read_files(path)
-    return DirCheck(_check_format(path, data), tuple(data))
+    data, missing = _read_files(path)
+    return DirCheck(_check_format(path, data), tuple(data), missing)
 
 
 def check_results_dir(directory: str | Path) -> str:
@@ -261,22 +275,30 @@ def check_results_dir(directory: str | Path) -> str:
 
 
 def load_results(directory: str | Path) -> RunResult:
-    """Read an output directory written by ``run`` or by the original PR script.
+    """Read an output directory written by ``run`` or by the original PR script (also
+    its partial run: see ``compat``).
 
     A/A records come from aa-raw.json; a directory written before that file existed
     has them in micro-raw.json, and they are moved out on reading, so ``records`` is
     always what the original's micro-raw.json would hold.
     """
     path = Path(directory)
-    data = _read_files(path)
+    data, missing = _read_files(path)
     fmt = _check_format(path, data)
     moved, records = split_aa_records(data[RAW])
     aa_records = [*data.get(AA_RAW, []), *moved]
-    parts = (data[METADATA], records, data[VALIDATION], data[SUMMARY])
     if fmt == schema.ORIGINAL_FORMAT:
         aa_records = upgrade_records(aa_records)
-        parts = upgrade_original(*parts, aa_records=aa_records)
-    metadata, records, validation, summary = parts
+        metadata, records, validation, summary = upgrade_original(
+            data.get(METADATA),
+            records,
+            data.get(VALIDATION),
+            data.get(SUMMARY),
+            missing=missing,
+            aa_records=aa_records,
+        )
+    else:
+        metadata, validation, summary = data[METADATA], data[VALIDATION], data[SUMMARY]
     return RunResult(path, metadata, records, validation, summary, aa_records)
 
 
