@@ -135,7 +135,8 @@ def upgrade_summary(
             continue
         case_aa = _of_case(aa_records, case, tokens)
         aa = summary.aa_summary(case_aa) if case_aa else None
-        # The original's block order came from its own seed, which it did not record.
+        # The original's block order came from random.Random(7451 + length + len(case) +
+        # len(scope)), not from a seed of ours: no schedule_seed to record.
         upgraded.append(summary.summary_row(case, tokens, case_records, seed=None, aa=aa))
     return upgraded
 

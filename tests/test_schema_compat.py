@@ -8,48 +8,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import original_metadata
+from helpers import (
+    ORIGINAL_METADATA_KEYS,
+    ORIGINAL_RECORD_KEYS,
+    ORIGINAL_SUMMARY_KEYS,
+    ORIGINAL_VALIDATION_KEYS,
+    original_metadata,
+)
 
 from embedbench import load_results, report
 from embedbench.errors import OutputDirError
 from embedbench.results import RESULT_FILES, check_results_dir
 from embedbench.scenarios import CASES
-
-ORIGINAL_METADATA_KEYS = (
-    "baseline_ref",
-    "checkout",
-    "torch",
-    "vllm",
-    "transformers",
-    "gpu",
-    "cpu_core",
-    "torch_cpu_threads",
-    "warmup",
-    "blocks",
-    "iterations",
-    "lengths",
-    "embedding_shape",
-    "dtype",
-    "input_ids_dtype",
-    "mask_device",
-    "start_time",
-    "metric_order",
-    "end_time",
-)
-ORIGINAL_RECORD_KEYS = (
-    "device",
-    "case",
-    "tokens",
-    "scope",
-    "variant",
-    "block",
-    "iterations",
-    "samples_us",
-    "wall_start",
-    "wall_end",
-    "cpu_mhz_start",
-    "cpu_mhz_end",
-)
 
 
 def _copy(src, dst):
@@ -65,6 +35,22 @@ def _edit(path, change):
 
 def test_a_run_dir_passes_its_schema(small_run_dir):
     assert check_results_dir(small_run_dir) == "embedbench"
+
+
+def test_our_files_hold_every_field_of_the_originals(small_run_dir):
+    """Whoever read the original's output reads ours: its fields, its names, its scopes."""
+    files = {name: json.loads((small_run_dir / name).read_text()) for name in RESULT_FILES}
+    assert set(ORIGINAL_METADATA_KEYS) <= set(files["metadata.json"])
+    for record in files["micro-raw.json"]:
+        assert set(ORIGINAL_RECORD_KEYS) <= set(record)
+        assert (record["scope"], record["variant"]) == ("overhead", "timer_floor") or (
+            record["scope"] == "whole_wrapper" and record["variant"] in ("baseline", "fixed")
+        )
+    for row in files["validation.json"]:
+        assert set(ORIGINAL_VALIDATION_KEYS) <= set(row)
+        assert row["device"] == "cpu" and row["same_input_wrapper_torch_equal"] is True
+    for row in files["summary.json"]:
+        assert set(ORIGINAL_SUMMARY_KEYS) <= set(row)
 
 
 def test_aa_raw_holds_aa_records_only(small_run_dir, tmp_path):
@@ -116,7 +102,7 @@ def _to_original(src, dst, *, crashed_after=None):
     dst.mkdir()
     meta = json.loads((src / "metadata.json").read_text())
     original_meta = original_metadata(meta, meta["metric_order"])
-    assert set(original_meta) == set(ORIGINAL_METADATA_KEYS)
+    assert tuple(original_meta) == ORIGINAL_METADATA_KEYS  # the keys, in the order written
     rank = {case: i for i, case in enumerate(["timer", *CASES])}
     records = [
         {**{k: r[k] for k in ORIGINAL_RECORD_KEYS}, "device": "cuda"}
@@ -127,22 +113,11 @@ def _to_original(src, dst, *, crashed_after=None):
         if r["case"] != "timer" or r["worker"] == 0  # one process, one timer floor
     ]
     validation = [
-        {
-            "case": v["case"],
-            "tokens": v["tokens"],
-            "device": "cuda",
-            "calls": v["calls"],
-            "same_input_wrapper_torch_equal": True,
-        }
+        {**{k: v[k] for k in ORIGINAL_VALIDATION_KEYS}, "device": "cuda"}
         for v in json.loads((src / "validation.json").read_text())
     ]
     summary = [
-        {
-            "tokens": s["tokens"],
-            "case": s["case"],
-            "host_us": s["host_us"],
-            "reduction_pct": s["reduction_pct"],
-        }
+        {k: s[k] for k in ORIGINAL_SUMMARY_KEYS}
         for s in json.loads((src / "summary.json").read_text())
     ]
     files = dict(zip(RESULT_FILES, (original_meta, records, validation, summary), strict=True))
