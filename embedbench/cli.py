@@ -26,8 +26,14 @@ from embedbench.config import (
 )
 from embedbench.errors import EmbedbenchError
 from embedbench.gate import check_max_slowdown, gate_lines, gate_results
-from embedbench.report import busy_label, pr_table, statistics_table, to_pr_markdown
-from embedbench.results import RunResult, check_results_dir, load_results, write_json_atomic
+from embedbench.report import (
+    busy_label,
+    pr_table,
+    statistics_table,
+    status_lines,
+    to_pr_markdown,
+)
+from embedbench.results import RunResult, inspect_results_dir, load_results, write_json_atomic
 from embedbench.scenarios import CASES
 from embedbench.windows import DEFAULT_WINDOW, PR, TIGHT
 
@@ -158,6 +164,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def print_report(result: RunResult) -> None:
     """The PR table, then the statistics table, on stdout."""
     print(to_pr_markdown(pr_table(result)))
+    for line in status_lines(result):
+        print(f"\n> {line}")
     if busy_label(result):
         print(f"\n> {busy_label(result)}")
     print()
@@ -187,8 +195,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    fmt = check_results_dir(args.results_dir)
-    print(f"ok: {args.results_dir} ({fmt} format)")
+    print(f"ok: {args.results_dir} ({inspect_results_dir(args.results_dir).describe()})")
     return EXIT_OK
 
 

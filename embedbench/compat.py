@@ -5,16 +5,26 @@ position, no validation verdict, no interval, epoch times. This module derives
 those from what is there (block order from record order, intervals and
 verdicts from ``micro-raw.json``) and marks the result ``source_format:
 original`` so nothing derived passes for something measured.
+
+The original writes ``micro-raw.json`` after each case and ``validation.json`` after
+each validation, but ``metadata.json`` and ``summary.json`` only when it finishes
+(benchmarks/qwen2_5_omni/benchmark_embeddings.py, PR #7477). A crashed run leaves the
+first two alone; it is read as a partial run: status ``interrupted``,
+``missing_files`` naming what is absent, the metadata the records tell (lengths,
+blocks, calls per block, device, start) and a summary row recomputed for every case
+in the records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from embedbench import summary
+from embedbench.scenarios import CASES
 from embedbench.schema import ORIGINAL_FORMAT
-from embedbench.timing import TIMER_SCOPE
+from embedbench.timing import METRIC_ORDER, TIMER_SCOPE
 from embedbench.validation import EXPECTED_LOOKUPS
 
 
@@ -52,6 +62,30 @@ def upgrade_metadata(original: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def partial_metadata(
+    records: list[dict[str, Any]], validation: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The original's metadata fields as far as a crashed run's records and validation
+    rows tell (no warm-up count, versions, GPU name or refs: they were never written)."""
+    timed = [r for r in records if r["scope"] != TIMER_SCOPE]
+    first = (timed[0]["case"], timed[0]["tokens"]) if timed else None
+    return {
+        "lengths": sorted({r["tokens"] for r in timed} | {v["tokens"] for v in validation}),
+        "blocks": len({r["block"] for r in timed if (r["case"], r["tokens"]) == first}) or None,
+        "iterations": timed[0]["iterations"] if timed else None,
+        "metric_order": list(METRIC_ORDER),  # the original's, fixed in the script
+        "device": records[0]["device"] if records else None,
+        "start_time": min((r["wall_start"] for r in records), default=None),
+        "end_time": None,
+    }
+
+
+def measured_cases(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One ``{case, tokens}`` per timed case in the records, in the order measured."""
+    keys = dict.fromkeys((r["case"], r["tokens"]) for r in records if r["scope"] != TIMER_SCOPE)
+    return [{"case": case, "tokens": tokens} for case, tokens in keys]
+
+
 def upgrade_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Add each record's position in its block (the original wrote them in run order)."""
     seen: dict[tuple[Any, ...], int] = {}
@@ -75,39 +109,73 @@ def upgrade_validation(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return upgraded
 
 
+def _of_case(records: Sequence[dict[str, Any]], case: str, tokens: int) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in records
+        if r["case"] == case and r["tokens"] == tokens and r["scope"] != TIMER_SCOPE
+    ]
+
+
 def upgrade_summary(
-    rows: list[dict[str, Any]], records: list[dict[str, Any]], validation: list[dict[str, Any]]
+    rows: list[dict[str, Any]],
+    records: list[dict[str, Any]],
+    validation: list[dict[str, Any]],
+    aa_records: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """Recompute each row from its records (adds the interval and verdict)."""
+    """Recompute each row from its records (adds the interval and verdict, and the A/A
+    check where there are A/A records)."""
     ok = {(v["case"], v["tokens"]): v["ok"] for v in validation}
     upgraded = []
     for row in rows:
         case, tokens = row["case"], row["tokens"]
-        case_records = [
-            r
-            for r in records
-            if r["case"] == case and r["tokens"] == tokens and r["scope"] != TIMER_SCOPE
-        ]
+        case_records = _of_case(records, case, tokens)
         if not ok.get((case, tokens), False) or not case_records:
             upgraded.append(summary.invalid_row(case, tokens))
             continue
-        # The original's block order came from its own seed, which it did not record.
-        upgraded.append(summary.summary_row(case, tokens, case_records, seed=None))
+        case_aa = _of_case(aa_records, case, tokens)
+        aa = summary.aa_summary(case_aa) if case_aa else None
+        # The original's block order came from random.Random(7451 + length + len(case) +
+        # len(scope)), not from a seed of ours: no schedule_seed to record.
+        upgraded.append(summary.summary_row(case, tokens, case_records, seed=None, aa=aa))
     return upgraded
 
 
 def upgrade_original(
-    metadata: dict[str, Any],
+    metadata: dict[str, Any] | None,
     records: list[dict[str, Any]],
-    validation: list[dict[str, Any]],
-    summary_rows: list[dict[str, Any]],
+    validation: list[dict[str, Any]] | None,
+    summary_rows: list[dict[str, Any]] | None,
+    *,
+    missing: Sequence[str] = (),
+    aa_records: Sequence[dict[str, Any]] = (),
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The four files of an original-script run, in embedbench's shape."""
+    """The four files of an original-script run, in embedbench's shape.
+
+    A file the run never wrote is None, and named in ``missing`` (a partial run);
+    ``aa_records``: already upgraded A/A records, if any.
+    """
     records = upgrade_records(records)
-    validation = upgrade_validation(validation)
+    validation = upgrade_validation(validation or [])
+    if metadata is None:
+        metadata = partial_metadata(records, validation)
+    if summary_rows is None:
+        summary_rows = measured_cases(records)
+    upgraded = upgrade_metadata(metadata)
+    if missing:
+        told = ["summary recomputed from micro-raw.json"]
+        if "metadata.json" in missing:
+            told.append("lengths, blocks, calls per block and device read from its records")
+        upgraded.update(
+            status="interrupted",
+            cases=list(CASES),  # the original measures all six: show what it did not reach
+            missing_files=list(missing),
+            partial_note=f"partial run of the original script (it did not finish): "
+            f"no {', '.join(missing)}; {'; '.join(told)}",
+        )
     return (
-        upgrade_metadata(metadata),
+        upgraded,
         records,
         validation,
-        upgrade_summary(summary_rows, records, validation),
+        upgrade_summary(summary_rows, records, validation, aa_records),
     )

@@ -331,11 +331,19 @@ def failed_validations(result: RunResult) -> list[str]:
     ]
 
 
+def status_lines(result: RunResult) -> list[str]:
+    """What to know before reading an unfinished run's numbers (none for a complete run):
+    its status and, for a partial run of the original script, the files it lacks."""
+    if result.status == "complete":
+        return []
+    lines = [f"run status: {result.status}: partial results (cases not measured show as such)"]
+    note = result.metadata.get("partial_note")
+    return [*lines, note] if note else lines
+
+
 def banner_html(result: RunResult) -> str:
     """A red banner for failed validations, an unfinished run or a busy core."""
-    problems = failed_validations(result)
-    if result.status not in ("complete",):
-        problems.insert(0, f"run status: {result.status} (results may be incomplete)")
+    problems = [*status_lines(result), *failed_validations(result)]
     if busy_label(result):
         problems.append(f"{busy_label(result)}: the numbers may carry other work's noise")
     if not problems:
@@ -396,6 +404,8 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
         ("started", m.get("started_at")),
         ("ended", m.get("ended_at")),
     ]
+    if m.get("missing_files"):
+        items.insert(1, ("missing files", ", ".join(m["missing_files"])))
     return pd.DataFrame(
         [{"field": k, "value": "" if v is None else str(v)} for k, v in items]
     ).set_index("field")

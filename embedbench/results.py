@@ -1,7 +1,11 @@
-"""The output directory: four JSON files, written atomically as the run goes.
+"""The output directory: four JSON files (five with the A/A check), written atomically.
 
 - ``metadata.json``: one object (the run's provenance and parameters);
-- ``micro-raw.json``: a list of block records (``timing.BlockRecord``);
+- ``micro-raw.json``: a list of block records (``timing.BlockRecord``): the timer floor
+  and the A/B comparison, exactly what the original script's file holds;
+- ``aa-raw.json`` (A/A check only): the A/A block records, in the same shape, kept out
+  of ``micro-raw.json`` so that a reader of the original format that does not filter on
+  ``scope`` never mixes them into the comparison;
 - ``validation.json``: a list of per case and length validation rows;
 - ``summary.json``: a list of per case and length summary rows.
 
@@ -19,14 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from embedbench import schema
-from embedbench.compat import upgrade_original
+from embedbench.compat import upgrade_original, upgrade_records
 from embedbench.errors import OutputDirError
+from embedbench.timing import AA_SCOPE
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 METADATA = "metadata.json"
 RAW = "micro-raw.json"
 VALIDATION = "validation.json"
 SUMMARY = "summary.json"
+AA_RAW = schema.AA_RAW
 RESULT_FILES = (METADATA, RAW, VALIDATION, SUMMARY)
 
 
@@ -71,7 +77,7 @@ def check_output_dir(directory: Path, *, overwrite: bool) -> None:
     """Refuse a directory that cannot take results, without touching anything."""
     if directory.exists() and not directory.is_dir():
         raise OutputDirError(f"output dir {directory} is a file; pass a directory path")
-    existing = [name for name in RESULT_FILES if (directory / name).exists()]
+    existing = [name for name in (*RESULT_FILES, AA_RAW) if (directory / name).exists()]
     if existing and not overwrite:
         raise OutputDirError(
             f"output dir {directory} already holds results ({existing[0]}); "
@@ -94,28 +100,41 @@ def _existing_parent(path: Path) -> Path:
 
 
 class ResultsWriter:
-    """Keeps the run's results in memory and rewrites each file atomically on change."""
+    """Keeps the run's results in memory and rewrites each file atomically on change.
 
-    def __init__(self, directory: Path, metadata: dict[str, Any]) -> None:
+    With ``aa_check`` it writes ``aa-raw.json`` too (empty until the first A/A records);
+    without, it removes one left by an earlier run in the same directory (``--overwrite``),
+    so no stale A/A records are read with the new ones.
+    """
+
+    def __init__(
+        self, directory: Path, metadata: dict[str, Any], *, aa_check: bool = False
+    ) -> None:
         self.directory = directory
         self.metadata = {"schema_version": SCHEMA_VERSION, **metadata}
         self.records: list[dict[str, Any]] = []
+        self.aa_records: list[dict[str, Any]] = []
         self.validation: list[dict[str, Any]] = []
         self.summary: list[dict[str, Any]] = []
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            if not aa_check:
+                (directory / AA_RAW).unlink(missing_ok=True)
         except OSError as exc:
-            raise OutputDirError(f"cannot create output dir {directory} ({exc.strerror})") from None
-        for name, data in self._files().items():
+            raise OutputDirError(
+                f"cannot prepare output dir {directory} ({exc.strerror})"
+            ) from None
+        for name, data in self._files(aa_check).items():
             write_json_atomic(directory / name, data)
 
-    def _files(self) -> dict[str, Any]:
-        return {
+    def _files(self, aa_check: bool) -> dict[str, Any]:
+        files = {
             METADATA: self.metadata,
             RAW: self.records,
             VALIDATION: self.validation,
             SUMMARY: self.summary,
         }
+        return {**files, AA_RAW: self.aa_records} if aa_check else files
 
     def update_metadata(self, **fields: Any) -> None:
         """Merge fields into metadata.json."""
@@ -123,9 +142,14 @@ class ResultsWriter:
         write_json_atomic(self.directory / METADATA, self.metadata)
 
     def add_records(self, records: list[dict[str, Any]]) -> None:
-        """Append raw block records to micro-raw.json."""
-        self.records.extend(records)
-        write_json_atomic(self.directory / RAW, self.records)
+        """Append raw block records: A/A records to aa-raw.json, the rest to micro-raw.json."""
+        aa, micro = split_aa_records(records)
+        if micro:
+            self.records.extend(micro)
+            write_json_atomic(self.directory / RAW, self.records)
+        if aa:
+            self.aa_records.extend(aa)
+            write_json_atomic(self.directory / AA_RAW, self.aa_records)
 
     def add_validation(self, row: dict[str, Any]) -> None:
         """Append one validation row."""
@@ -145,15 +169,25 @@ class ResultsWriter:
         write_json_atomic(self.directory / SUMMARY, self.summary)
 
 
+def split_aa_records(
+    records: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(A/A records, all others), each in the order given."""
+    aa = [r for r in records if r.get("scope") == AA_SCOPE]
+    return aa, [r for r in records if r.get("scope") != AA_SCOPE]
+
+
 @dataclass
 class RunResult:
-    """A run's output directory, in memory."""
+    """A run's output directory, in memory (``records``: micro-raw.json's; ``aa_records``:
+    the A/A check's, from aa-raw.json)."""
 
     directory: Path
     metadata: dict[str, Any]
     records: list[dict[str, Any]] = field(repr=False)
     validation: list[dict[str, Any]]
     summary: list[dict[str, Any]]
+    aa_records: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
     def status(self) -> str:
@@ -184,36 +218,88 @@ def _read_json(path: Path) -> Any:
         raise OutputDirError(f"{path} is not valid JSON ({exc}); was it truncated?") from None
 
 
-def _read_files(path: Path) -> dict[str, Any]:
+def _read_files(path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The files that are there, and which of the original four are not.
+
+    Every file is required, except in the original's format, which writes metadata.json
+    and summary.json only when it finishes: with micro-raw.json there, a directory that
+    lacks others is its partial run (metadata.json missing: the original's, as an
+    embedbench run writes it first).
+    """
     if not path.is_dir():
         raise OutputDirError(f"results dir {path} does not exist; pass a run's --output-dir")
-    return {name: _read_json(path / name) for name in RESULT_FILES}
+    present = [name for name in (*RESULT_FILES, AA_RAW) if (path / name).exists()]
+    data = {METADATA: _read_json(path / METADATA)} if METADATA in present else {}
+    missing = tuple(name for name in RESULT_FILES if name not in present)
+    original = schema.detect_format(data.get(METADATA)) == schema.ORIGINAL_FORMAT
+    if missing and not (original and RAW in present):
+        raise OutputDirError(f"results dir {path} has no {missing[0]}")
+    data.update({name: _read_json(path / name) for name in present if name != METADATA})
+    return data, missing
 
 
 def _check_format(path: Path, data: dict[str, Any]) -> str:
-    fmt = schema.detect_format(data[METADATA])
-    for name in RESULT_FILES:
-        problem = schema.first_problem(name, data[name], fmt)
+    fmt = schema.detect_format(data.get(METADATA))
+    for name, content in data.items():
+        problem = schema.first_problem(name, content, fmt)
         if problem is not None:
             raise OutputDirError(f"{path}/{problem}")
     return fmt
 
 
-def check_results_dir(directory: str | Path) -> str:
-    """Check the four files against their schema; return the format or raise one line."""
+@dataclass(frozen=True)
+class DirCheck:
+    """What ``inspect_results_dir`` found: the format, the files it checked and, for a
+    partial run of the original script, the files it never wrote."""
+
+    format: str
+    files: tuple[str, ...]
+    missing: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line: the format, a partial run's missing files, the files checked."""
+        partial = f", partial run without {', '.join(self.missing)}" if self.missing else ""
+        return f"{self.format} format{partial}: {', '.join(self.files)}"
+
+
+def inspect_results_dir(directory: str | Path) -> DirCheck:
+    """Check the files (aa-raw.json too, when there) against their schema, or raise one line."""
     path = Path(directory)
-    return _check_format(path, _read_files(path))
+    data, missing = _read_files(path)
+    return DirCheck(_check_format(path, data), tuple(data), missing)
+
+
+def check_results_dir(directory: str | Path) -> str:
+    """Check the files against their schema; return the format or raise one line."""
+    return inspect_results_dir(directory).format
 
 
 def load_results(directory: str | Path) -> RunResult:
-    """Read an output directory written by ``run`` or by the original PR script."""
+    """Read an output directory written by ``run`` or by the original PR script (also
+    its partial run: see ``compat``).
+
+    A/A records come from aa-raw.json; a directory written before that file existed
+    has them in micro-raw.json, and they are moved out on reading, so ``records`` is
+    always what the original's micro-raw.json would hold.
+    """
     path = Path(directory)
-    data = _read_files(path)
-    parts = (data[METADATA], data[RAW], data[VALIDATION], data[SUMMARY])
-    if _check_format(path, data) == schema.ORIGINAL_FORMAT:
-        parts = upgrade_original(*parts)
-    metadata, records, validation, summary = parts
-    return RunResult(path, metadata, records, validation, summary)
+    data, missing = _read_files(path)
+    fmt = _check_format(path, data)
+    moved, records = split_aa_records(data[RAW])
+    aa_records = [*data.get(AA_RAW, []), *moved]
+    if fmt == schema.ORIGINAL_FORMAT:
+        aa_records = upgrade_records(aa_records)
+        metadata, records, validation, summary = upgrade_original(
+            data.get(METADATA),
+            records,
+            data.get(VALIDATION),
+            data.get(SUMMARY),
+            missing=missing,
+            aa_records=aa_records,
+        )
+    else:
+        metadata, validation, summary = data[METADATA], data[VALIDATION], data[SUMMARY]
+    return RunResult(path, metadata, records, validation, summary, aa_records)
 
 
 def latest_results_dir(root: str | Path) -> Path:

@@ -312,7 +312,7 @@ class _Collector:
             self._ready(event)
             return
         writer = self._writer()
-        if kind == "records":
+        if kind == "records":  # A/A records go to aa-raw.json, the rest to micro-raw.json
             writer.add_records(event["records"])
             if event["scope"] != TIMER_SCOPE:
                 self._timed(event)
@@ -349,7 +349,9 @@ class _Collector:
             self.first_ready = event
             metadata = _metadata(self.prepared, event, self.contention, self.io)
             self.writer = ResultsWriter(
-                self.prepared.output_dir, {**metadata, "host_lock": self.lock.to_json()}
+                self.prepared.output_dir,
+                {**metadata, "host_lock": self.lock.to_json()},
+                aa_check=self.prepared.config.aa_check,
             )
             self.log(f"writing results to {self.prepared.output_dir}")
         else:
@@ -477,7 +479,9 @@ class _Collector:
     def result(self) -> RunResult:
         """The finished run, in memory."""
         w = self._writer()
-        return RunResult(self.prepared.output_dir, w.metadata, w.records, w.validation, w.summary)
+        return RunResult(
+            self.prepared.output_dir, w.metadata, w.records, w.validation, w.summary, w.aa_records
+        )
 
 
 def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunResult:

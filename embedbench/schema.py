@@ -1,9 +1,10 @@
-"""JSON Schemas of the four output files, and a checker that names the first bad field.
+"""JSON Schemas of the output files, and a checker that names the first bad field.
 
 Two formats are accepted: embedbench's own (``metadata.json`` has
 ``schema_version``) and the original PR script's (the same four files with only
 the fields of SPEC §4). The schemas require what the report needs and allow
-extra fields, so a newer writer stays readable.
+extra fields, so a newer writer stays readable. ``aa-raw.json`` (the A/A check's
+records, embedbench only) is optional and holds ``aa_check`` records alone.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from typing import Any
 
 import jsonschema
 
+from embedbench.timing import AA_SCOPE
+
 # 2: worker processes (records carry ``worker``; metadata ``processes`` and ``workers``),
 # one interval per row with ``ci_level`` and ``interval_method``. Version 1 stays readable.
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 ORIGINAL_FORMAT = "original"
+AA_RAW = "aa-raw.json"
 
 _NUMBER = {"type": "number"}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
@@ -63,12 +67,16 @@ _RECORD = {
     },
 }
 
+_AA_RECORD = {**_RECORD, "properties": {**_RECORD["properties"], "scope": {"const": AA_SCOPE}}}
+
 _VALIDATION_ROW = {
     "type": "object",
     "required": ["case", "tokens", "calls"],
     "properties": {
         "case": {"type": "string"},
         "tokens": {"type": "integer"},
+        # Written by the original and by newer embedbench runs; older rows lack it.
+        "device": {"type": "string"},
         "calls": {"type": "object", "additionalProperties": {"type": "integer"}},
         "torch_equal": {"type": "boolean"},
         "same_input_wrapper_torch_equal": {"type": "boolean"},
@@ -130,6 +138,7 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
             },
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},
+        AA_RAW: {"type": "array", "items": _AA_RECORD},
         "validation.json": {
             "type": "array",
             "items": {**_VALIDATION_ROW, "required": ["case", "tokens", "calls", "ok"]},
@@ -149,6 +158,7 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
             "properties": _METADATA_COMMON,
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},
+        AA_RAW: {"type": "array", "items": _AA_RECORD},
         "validation.json": {"type": "array", "items": _VALIDATION_ROW},
         "summary.json": {"type": "array", "items": _SUMMARY_ROW},
     },

@@ -69,10 +69,11 @@ def count_lookups(language_model: Any) -> Iterator[LookupCounter]:
 
 @dataclass
 class ValidationResult:
-    """Validation of one (case, tokens): observed vs expected lookups, equality."""
+    """Validation of one (case, tokens) on one device: observed vs expected lookups, equality."""
 
     case: str
     tokens: int
+    device: str
     calls: dict[str, int]
     expected_calls: dict[str, int]
     torch_equal: bool
@@ -83,6 +84,8 @@ class ValidationResult:
         return {
             "case": self.case,
             "tokens": self.tokens,
+            # As in the original script's rows: the device type the inputs live on.
+            "device": self.device,
             "calls": dict(self.calls),
             "expected_calls": dict(self.expected_calls),
             "torch_equal": self.torch_equal,
@@ -180,6 +183,7 @@ def validate_scenario(target: Target, scenario: Scenario) -> ValidationResult:
     return ValidationResult(
         case=scenario.case,
         tokens=scenario.tokens,
+        device=scenario.input_ids.device.type,
         calls=calls,
         expected_calls=expected,
         torch_equal=torch_equal,

@@ -60,6 +60,53 @@ def commit_all(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+# The original script's output, field by field, as its source writes it:
+# benchmarks/qwen2_5_omni/benchmark_embeddings.py in github.com/vraiti/vllm-omni (the PR
+# author's fork; vllm-project/vllm-omni#7477), commit 6a28291fa72845c346b9d91e6c6f4f20d86b2310.
+# metadata.json, in its order (end_time is added when the run finishes):
+ORIGINAL_METADATA_KEYS = (
+    "baseline_ref",
+    "checkout",
+    "torch",
+    "vllm",
+    "transformers",
+    "gpu",
+    "cpu_core",
+    "torch_cpu_threads",
+    "warmup",
+    "blocks",
+    "iterations",
+    "lengths",
+    "embedding_shape",
+    "dtype",
+    "input_ids_dtype",
+    "mask_device",
+    "start_time",
+    "metric_order",
+    "end_time",
+)
+# One micro-raw.json record (timer floor: case "timer", tokens 0, scope "overhead",
+# variant "timer_floor"; the comparison: scope "whole_wrapper").
+ORIGINAL_RECORD_KEYS = (
+    "device",
+    "case",
+    "tokens",
+    "scope",
+    "variant",
+    "block",
+    "iterations",
+    "samples_us",
+    "wall_start",
+    "wall_end",
+    "cpu_mhz_start",
+    "cpu_mhz_end",
+)
+# One validation.json row (written only when both checks pass: a failure is an assert).
+ORIGINAL_VALIDATION_KEYS = ("case", "tokens", "device", "calls", "same_input_wrapper_torch_equal")
+# One summary.json row.
+ORIGINAL_SUMMARY_KEYS = ("tokens", "case", "host_us", "reduction_pct")
+
+
 def original_metadata(design: dict, metric_order: list) -> dict:
     """metadata.json as the PR's original script writes it (an H100 run), for ``design``
     (warmup, blocks, iterations, lengths)."""

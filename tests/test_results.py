@@ -6,6 +6,7 @@ import pytest
 
 from embedbench.errors import OutputDirError
 from embedbench.results import (
+    AA_RAW,
     RESULT_FILES,
     ResultsWriter,
     check_output_dir,
@@ -28,6 +29,31 @@ def test_writer_creates_all_four_files_and_updates_them(tmp_path):
     assert saved["validation.json"] == [{"case": "audio", "tokens": 300, "ok": True}]
     assert saved["summary.json"] == [{"case": "audio", "tokens": 300, "valid": True}]
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_aa_records_go_to_aa_raw_and_nothing_else_does(tmp_path):
+    out = tmp_path / "run"
+    writer = ResultsWriter(out, {"status": "running"}, aa_check=True)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*RESULT_FILES, AA_RAW])
+    timer = {"case": "timer", "scope": "overhead"}
+    ab = {"case": "audio", "scope": "whole_wrapper", "variant": "fixed"}
+    aa = {"case": "audio", "scope": "aa_check", "variant": "fixed"}
+    writer.add_records([timer])
+    writer.add_records([ab, aa])
+    assert json.loads((out / "micro-raw.json").read_text()) == [timer, ab]
+    assert json.loads((out / "aa-raw.json").read_text()) == [aa]
+    assert writer.records == [timer, ab] and writer.aa_records == [aa]
+
+
+def test_a_run_without_the_aa_check_leaves_no_stale_aa_raw(tmp_path):
+    ResultsWriter(tmp_path, {}, aa_check=True)
+    ResultsWriter(tmp_path, {})  # a run without --aa, --overwrite into the same dir
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(RESULT_FILES)
+    for name in RESULT_FILES:
+        (tmp_path / name).unlink()
+    write_json_atomic(tmp_path / AA_RAW, [])
+    with pytest.raises(OutputDirError, match=r"aa-raw\.json"):  # counts as results too
+        check_output_dir(tmp_path, overwrite=False)
 
 
 def test_atomic_write_keeps_the_old_file_when_serialization_fails(tmp_path):

@@ -3,6 +3,7 @@ and that no secret from the environment reaches any output."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import papermill as pm
 import pytest
 from helpers import QUICK_DESIGN
 
-from embedbench import load_results, report
+from embedbench import load_results, report, summary
 from embedbench.hostlock import host_lock
 from embedbench.isolation import allowed_cores
 from embedbench.scenarios import CASES
@@ -78,8 +79,10 @@ def test_a_second_concurrent_run_is_refused_with_the_holders_pid(small_checkpoin
     assert not out.exists()
 
 
-def test_aa_check_reports_the_noise_floor_beside_each_case(small_checkpoint, tmp_path):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def aa_run(small_checkpoint, tmp_path_factory):
+    """A quick run with the A/A check (``--aa``), through the CLI: (dir, completed process)."""
+    out = tmp_path_factory.mktemp("aa") / "out"
     proc = _run(
         "run",
         "--model",
@@ -92,6 +95,11 @@ def test_aa_check_reports_the_noise_floor_beside_each_case(small_checkpoint, tmp
         "--no-progress",
     )
     assert proc.returncode == 0, proc.stderr
+    return out, proc
+
+
+def test_aa_check_reports_the_noise_floor_beside_each_case(aa_run):
+    out, proc = aa_run
     result = load_results(out)
     assert result.metadata["aa_check"] is True
     for row in result.summary:
@@ -100,10 +108,46 @@ def test_aa_check_reports_the_noise_floor_beside_each_case(small_checkpoint, tmp
         assert aa["covers_zero"] == (low <= 0.0 <= high)
         assert aa["workers"] == row["workers"] == 3 and aa["ci_level"] == 0.95
         assert "noise_band_pct" not in row  # the A/A check never widens the verdict
-    aa_records = [r for r in result.records if r["scope"] == "aa_check"]
-    assert len(aa_records) == len(CASES) * 6 * 2
     assert "A/A interval" in report.statistics_table(result).columns
     assert "A/A covers 0" in proc.stdout
+
+
+def _aa_of(records, case):
+    return summary.aa_summary([r for r in records if r["case"] == case])
+
+
+def test_aa_records_have_a_file_of_their_own(aa_run):
+    # micro-raw.json holds what the original's would (timer floor and the A/B blocks), so
+    # a reader that does not filter on scope (the PR's own summary code) mixes nothing in.
+    out, _ = aa_run
+    raw = json.loads((out / "micro-raw.json").read_text())
+    aa_raw = json.loads((out / "aa-raw.json").read_text())
+    assert {r["scope"] for r in raw} == {"overhead", "whole_wrapper"}
+    assert {r["scope"] for r in aa_raw} == {"aa_check"}
+    assert len(aa_raw) == len(CASES) * 6 * 2
+    assert set(aa_raw[0]) == set(raw[-1])  # the same record shape
+    result = load_results(out)
+    assert result.records == raw and result.aa_records == aa_raw
+    for row in result.summary:  # the summary's A/A check is the statistic of aa-raw.json
+        assert row["aa"] == _aa_of(aa_raw, row["case"])
+    ok = _run("validate", str(out))
+    assert ok.returncode == 0 and "aa-raw.json" in ok.stdout
+
+
+def test_an_old_dir_with_aa_records_in_micro_raw_reads_the_same(aa_run, tmp_path):
+    out, _ = aa_run
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    raw = json.loads((old / "micro-raw.json").read_text())
+    aa_raw = json.loads((old / "aa-raw.json").read_text())
+    (old / "micro-raw.json").write_text(json.dumps(raw + aa_raw))  # as written before
+    (old / "aa-raw.json").unlink()
+    new, moved = load_results(out), load_results(old)
+    assert moved.records == new.records and moved.aa_records == new.aa_records
+    assert moved.summary == new.summary
+    for row in moved.summary:
+        assert row["aa"] == _aa_of(moved.aa_records, row["case"])
+    assert report.statistics_table(moved).equals(report.statistics_table(new))
 
 
 SECRETS = {

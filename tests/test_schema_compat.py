@@ -8,48 +8,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import original_metadata
+from helpers import (
+    ORIGINAL_METADATA_KEYS,
+    ORIGINAL_RECORD_KEYS,
+    ORIGINAL_SUMMARY_KEYS,
+    ORIGINAL_VALIDATION_KEYS,
+    original_metadata,
+)
 
 from embedbench import load_results, report
 from embedbench.errors import OutputDirError
 from embedbench.results import RESULT_FILES, check_results_dir
 from embedbench.scenarios import CASES
-
-ORIGINAL_METADATA_KEYS = (
-    "baseline_ref",
-    "checkout",
-    "torch",
-    "vllm",
-    "transformers",
-    "gpu",
-    "cpu_core",
-    "torch_cpu_threads",
-    "warmup",
-    "blocks",
-    "iterations",
-    "lengths",
-    "embedding_shape",
-    "dtype",
-    "input_ids_dtype",
-    "mask_device",
-    "start_time",
-    "metric_order",
-    "end_time",
-)
-ORIGINAL_RECORD_KEYS = (
-    "device",
-    "case",
-    "tokens",
-    "scope",
-    "variant",
-    "block",
-    "iterations",
-    "samples_us",
-    "wall_start",
-    "wall_end",
-    "cpu_mhz_start",
-    "cpu_mhz_end",
-)
 
 
 def _copy(src, dst):
@@ -65,6 +35,30 @@ def _edit(path, change):
 
 def test_a_run_dir_passes_its_schema(small_run_dir):
     assert check_results_dir(small_run_dir) == "embedbench"
+
+
+def test_our_files_hold_every_field_of_the_originals(small_run_dir):
+    """Whoever read the original's output reads ours: its fields, its names, its scopes."""
+    files = {name: json.loads((small_run_dir / name).read_text()) for name in RESULT_FILES}
+    assert set(ORIGINAL_METADATA_KEYS) <= set(files["metadata.json"])
+    for record in files["micro-raw.json"]:
+        assert set(ORIGINAL_RECORD_KEYS) <= set(record)
+        assert (record["scope"], record["variant"]) == ("overhead", "timer_floor") or (
+            record["scope"] == "whole_wrapper" and record["variant"] in ("baseline", "fixed")
+        )
+    for row in files["validation.json"]:
+        assert set(ORIGINAL_VALIDATION_KEYS) <= set(row)
+        assert row["device"] == "cpu" and row["same_input_wrapper_torch_equal"] is True
+    for row in files["summary.json"]:
+        assert set(ORIGINAL_SUMMARY_KEYS) <= set(row)
+
+
+def test_aa_raw_holds_aa_records_only(small_run_dir, tmp_path):
+    run = _copy(small_run_dir, tmp_path / "run")
+    records = json.loads((run / "micro-raw.json").read_text())
+    (run / "aa-raw.json").write_text(json.dumps(records[-1:]))  # an A/B record
+    with pytest.raises(OutputDirError, match=r"aa-raw.json\[0\].scope"):
+        check_results_dir(run)
 
 
 @pytest.mark.parametrize(
@@ -97,39 +91,43 @@ def test_hand_edited_files_name_the_first_bad_field(
     assert fragment in message and "\n" not in message
 
 
-def _to_original(src, dst):
-    """Rewrite a run dir with only the original script's fields."""
+def _to_original(src, dst, *, crashed_after=None):
+    """Rewrite a run dir as the original script writes it (its fields, its order: the
+    timer floor, then each case's blocks, on "cuda" as its metadata says).
+
+    ``crashed_after=n``: the run crashed while timing case n + 1, after validating it: the
+    original had written micro-raw.json (n cases) and validation.json (n + 1 rows), never
+    metadata.json or summary.json, which it writes only when it finishes.
+    """
     dst.mkdir()
     meta = json.loads((src / "metadata.json").read_text())
     original_meta = original_metadata(meta, meta["metric_order"])
-    assert set(original_meta) == set(ORIGINAL_METADATA_KEYS)
+    assert tuple(original_meta) == ORIGINAL_METADATA_KEYS  # the keys, in the order written
+    rank = {case: i for i, case in enumerate(["timer", *CASES])}
     records = [
-        {k: r[k] for k in ORIGINAL_RECORD_KEYS}
+        {**{k: r[k] for k in ORIGINAL_RECORD_KEYS}, "device": "cuda"}
         for r in sorted(
             json.loads((src / "micro-raw.json").read_text()),
-            key=lambda r: (r["case"], r["block"], r.get("position", 0)),
+            key=lambda r: (rank[r["case"]], r["block"], r.get("position", 0)),
         )
+        if r["case"] != "timer" or r["worker"] == 0  # one process, one timer floor
     ]
     validation = [
-        {
-            "case": v["case"],
-            "tokens": v["tokens"],
-            "device": "cuda",
-            "calls": v["calls"],
-            "same_input_wrapper_torch_equal": True,
-        }
+        {**{k: v[k] for k in ORIGINAL_VALIDATION_KEYS}, "device": "cuda"}
         for v in json.loads((src / "validation.json").read_text())
     ]
     summary = [
-        {
-            "tokens": s["tokens"],
-            "case": s["case"],
-            "host_us": s["host_us"],
-            "reduction_pct": s["reduction_pct"],
-        }
+        {k: s[k] for k in ORIGINAL_SUMMARY_KEYS}
         for s in json.loads((src / "summary.json").read_text())
     ]
-    for name, data in zip(RESULT_FILES, (original_meta, records, validation, summary), strict=True):
+    files = dict(zip(RESULT_FILES, (original_meta, records, validation, summary), strict=True))
+    if crashed_after is not None:
+        measured = set(CASES[:crashed_after])
+        files = {
+            "micro-raw.json": [r for r in records if r["case"] in {"timer", *measured}],
+            "validation.json": validation[: crashed_after + 1],
+        }
+    for name, data in files.items():
         (dst / name).write_text(json.dumps(data))
     return dst
 
@@ -187,6 +185,66 @@ def test_original_format_renders_through_the_cli(small_run_dir, tmp_path):
     assert "NVIDIA H100 80GB" in (tmp_path / "r.html").read_text()
 
 
+def test_a_crashed_original_run_is_read_as_partial(small_run_dir, tmp_path):
+    complete = load_results(_to_original(small_run_dir, tmp_path / "complete"))
+    crashed = _to_original(small_run_dir, tmp_path / "crashed", crashed_after=3)
+    assert sorted(p.name for p in crashed.iterdir()) == ["micro-raw.json", "validation.json"]
+    assert check_results_dir(crashed) == "original"
+    result = load_results(crashed)
+    meta = result.metadata
+    assert result.status == "interrupted" and meta["source_format"] == "original"
+    assert meta["missing_files"] == ["metadata.json", "summary.json"]
+    assert (meta["lengths"], meta["blocks"], meta["iterations"]) == ([300], 6, 3)
+    assert meta["device"] == "cuda" and meta["cases"] == list(CASES)
+    # A row for every case in the records, recomputed as for the complete run.
+    assert [(r["case"], r["tokens"]) for r in result.summary] == [(c, 300) for c in CASES[:3]]
+    for row in result.summary:
+        assert row == complete.summary_row(row["case"], 300)
+        assert row["valid"] and row["reduction_ci95_pct"] is not None
+    assert len(result.validation) == 4 and all(v["ok"] for v in result.validation)
+    table = report.pr_table(result)
+    assert list(table["Host latency reduction"]).count("not measured") == 3
+    assert "partial run of the original script" in report.banner_html(result)
+
+
+def test_a_crashed_original_run_through_the_cli(small_run_dir, tmp_path):
+    crashed = _to_original(small_run_dir, tmp_path / "crashed", crashed_after=3)
+    proc = subprocess.run(
+        [sys.executable, "-m", "embedbench", "report", str(crashed)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # The report of an unfinished run exits 0, as for an interrupted embedbench run.
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = lines.index("| Input | Before (μs) | After (μs) | Host latency reduction |")
+    rows = lines[header + 2 : header + 2 + len(CASES)]
+    assert [r.endswith("| not measured |") for r in rows] == [False] * 3 + [True] * 3
+    assert "> run status: interrupted: partial results" in proc.stdout
+    assert "no metadata.json, summary.json" in proc.stdout
+    checked = subprocess.run(
+        [sys.executable, "-m", "embedbench", "validate", str(crashed)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert "original format, partial run without metadata.json, summary.json" in checked.stdout
+
+
+def test_a_partial_dir_of_our_format_reads_as_before(small_run_dir, tmp_path):
+    run = _copy(small_run_dir, tmp_path / "run")
+    _edit(run / "metadata.json", lambda meta: meta.update(status="interrupted"))
+    _edit(run / "summary.json", lambda rows: rows.__delitem__(slice(3, None)))
+    result = load_results(run)
+    assert result.status == "interrupted" and "missing_files" not in result.metadata
+    assert list(report.pr_table(result)["Host latency reduction"]).count("not measured") == 3
+    (run / "summary.json").unlink()  # our run writes every file first: one missing is damage
+    with pytest.raises(OutputDirError, match=r"has no summary\.json"):
+        load_results(run)
+
+
 def test_validate_command(small_run_dir, tmp_path):
     ok = subprocess.run(
         [sys.executable, "-m", "embedbench", "validate", str(small_run_dir)],
@@ -207,11 +265,14 @@ def test_validate_command(small_run_dir, tmp_path):
     assert bad.stderr.count("\n") == 1 and "summary.json[0]" in bad.stderr
 
 
-def test_original_format_renders_through_the_report_notebook(small_run_dir, tmp_path):
+@pytest.mark.parametrize("crashed_after", [None, 3], ids=["complete", "crashed"])
+def test_original_format_renders_through_the_report_notebook(
+    small_run_dir, tmp_path, crashed_after
+):
     import nbformat
     import papermill as pm
 
-    original = _to_original(small_run_dir, tmp_path / "original")
+    original = _to_original(small_run_dir, tmp_path / "original", crashed_after=crashed_after)
     notebook = Path(__file__).resolve().parents[1] / "notebooks" / "report.ipynb"
     out = tmp_path / "report.ipynb"
     pm.execute_notebook(
@@ -227,6 +288,10 @@ def test_original_format_renders_through_the_report_notebook(small_run_dir, tmp_
     text = "\n".join(o.get("text", "") for o in outputs)
     assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in text
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
+    html = "\n".join(o.get("data", {}).get("text/html", "") for o in outputs)
+    if crashed_after is not None:  # the banner says so, and what is missing
+        assert "original script (it did not finish): no metadata.json, summary.json" in html
+        assert text.count("| not measured |") == len(CASES) - crashed_after
 
 
 def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_path):
@@ -246,6 +311,7 @@ def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_pa
     _edit(old / "metadata.json", downgrade_metadata)
     _edit(old / "summary.json", downgrade_summary)
     _edit(old / "micro-raw.json", lambda records: [r.pop("worker", None) for r in records])
+    _edit(old / "validation.json", lambda rows: [r.pop("device") for r in rows])
     result = load_results(old)
     table = report.statistics_table(result)
     assert set(table["Method"]) == {"block bootstrap (older results)"}

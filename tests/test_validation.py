@@ -71,6 +71,7 @@ def test_reference_validates(target, case, tokens):
     assert json.loads(json.dumps(payload)) == payload
     assert payload["calls"] == EXPECTED_LOOKUPS[case]
     assert payload["ok"] is True
+    assert result.device == payload["device"] == "cpu"  # as the original's rows carry it
 
 
 def test_validation_leaves_language_model_untouched(target):
