@@ -36,7 +36,7 @@ import os
 import sys
 import time
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -324,29 +324,29 @@ def _inside(path: str, root: Path) -> bool:
 
 def _module_problems(
     module: types.ModuleType, path: str, checkout: Path | None
-) -> tuple[list[str], int]:
-    """What differs between the live module and its file (empty: fresh), and how many
-    live functions were compared."""
+) -> tuple[list[tuple[str, str]], int]:
+    """What differs between the live module and its file, as (function, what) pairs
+    (empty: fresh), and how many live functions were compared."""
     origin = _origin_problem(module, path, checkout)
     if origin is not None:
-        return [origin], 0
+        return [("", origin)], 0
     try:
         disk = _compile_file(path)
     except OSError as exc:
-        return [f"its file cannot be read now ({exc.strerror or type(exc).__name__})"], 0
+        return [("", f"its file cannot be read now ({exc.strerror or type(exc).__name__})")], 0
     except (SyntaxError, ValueError) as exc:
-        return [f"its file does not compile now ({one_line(exc)})"], 0
+        return [("", f"its file does not compile now ({one_line(exc)})")], 0
     live = _live_codes(module, path)
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     for name, codes in live.items():
         candidates = disk.codes.get(name)
         if not candidates:
-            problems.append(f"{name} is no longer in the file (removed or renamed)")
+            problems.append((name, f"{name} is no longer in the file (removed or renamed)"))
             continue
         for code in codes:
             differences = [_code_difference(code, c) for c in candidates]
             if None not in differences:
-                problems.append(f"{name}: {differences[-1]}")
+                problems.append((name, f"{name}: {differences[-1]}"))
                 break
     missing = []
     for container_name, name in disk.defined:
@@ -355,18 +355,23 @@ def _module_problems(
             missing.append(f"{container_name}.{name}" if container_name else name)
     if missing:
         unconditional = _unconditional(path)
-        problems += [f"{name} is new in the file" for name in missing if name in unconditional]
+        problems += [(n, f"{n} is new in the file") for n in missing if n in unconditional]
     return problems, sum(len(codes) for codes in live.values())
 
 
 def check_modules(
-    modules: Iterable[str | types.ModuleType], *, checkout: str | Path | None = None
+    modules: Iterable[str | types.ModuleType],
+    *,
+    checkout: str | Path | None = None,
+    named_first: Collection[str] = (),
 ) -> FreshnessReport:
     """Compare each loaded module with its source file now; raise ``StaleCodeError`` (one
     line: the module, what differs, restart) when any differs.
 
     Names not loaded, and modules not compiled from source by the standard loader, are
-    skipped. Modules inside ``checkout`` must also still resolve to the same file.
+    skipped. Modules inside ``checkout`` must also still resolve to the same file. The
+    message names differences of functions in ``named_first`` (qualified names, such as
+    the measured method's) before the others.
     """
     started = time.perf_counter()
     root = Path(checkout) if checkout is not None else None
@@ -384,8 +389,9 @@ def check_modules(
         checked.append(module.__name__)
         functions += count
         if problems:
+            problems.sort(key=lambda problem: problem[0] not in named_first)
             more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
-            shown = "; ".join(problems[:SHOWN])
+            shown = "; ".join(text for _, text in problems[:SHOWN])
             stale.append(f"module {module.__name__} changed on disk ({path}: {shown}{more})")
     if stale:
         raise StaleCodeError(

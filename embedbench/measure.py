@@ -149,7 +149,14 @@ def target_modules(target: Target) -> list[str]:
 def check_fresh(target: Target) -> freshness.FreshnessReport:
     """Refuse (``StaleCodeError``) when code ``target`` runs differs from its file on disk:
     this process imported it before a ``git checkout`` or an edit (a reused kernel)."""
-    return freshness.check_modules(target_modules(target), checkout=target.checkout)
+    measured = {
+        f.__qualname__
+        for variant in target.variants.values()
+        for f in freshness.functions_of(variant)
+    }
+    return freshness.check_modules(
+        target_modules(target), checkout=target.checkout, named_first=measured
+    )
 
 
 def code_fingerprint(fn: Callable[..., Any]) -> str:

@@ -163,11 +163,13 @@ def check_loaded_code(
     modules again once it is built (``measure.check_fresh``).
     """
     names = freshness.imported_modules(PIPELINE_MODULES, package="embedbench")
+    measured: tuple[str, ...] = ()
     if config.target == "vllm-omni":
-        from embedbench.targets.vllm_omni import loaded_modules
+        from embedbench.targets.vllm_omni import MEASURED, loaded_modules
 
         names += loaded_modules()
-    return freshness.check_modules(names, checkout=checkout)
+        measured = (MEASURED,)
+    return freshness.check_modules(names, checkout=checkout, named_first=measured)
 
 
 def _metadata(

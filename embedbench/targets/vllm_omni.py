@@ -43,6 +43,7 @@ THINKER_MODULE = "vllm_omni.model_executor.models.qwen2_5_omni.qwen2_5_omni_thin
 THINKER_PATH = "vllm_omni/model_executor/models/qwen2_5_omni/qwen2_5_omni_thinker.py"
 THINKER_CLASS = "Qwen2_5OmniThinkerForConditionalGeneration"
 METHOD = "embed_input_ids"
+MEASURED = f"{THINKER_CLASS}.{METHOD}"
 # embedbench's modules that build this target (checked for freshness with the thinker's).
 OWN_MODULES = (__name__, gitsource.__name__, "embedbench.targets.reference")
 INSTALL_HINT = (
