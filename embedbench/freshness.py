@@ -144,6 +144,8 @@ def _code_difference(live: types.CodeType, disk: types.CodeType) -> str | None:
     """What differs between two code objects, ignoring line numbers; None when equal."""
     if live.co_code != disk.co_code:
         return "bytecode differs"
+    if live.co_name != disk.co_name or _qualname(live, "", False) != _qualname(disk, "", False):
+        return "names differ"
     if any(getattr(live, f) != getattr(disk, f) for f in _LAYOUT):
         return "arguments or flags differ"
     if live.co_names != disk.co_names:
@@ -280,9 +282,9 @@ def _container(module: types.ModuleType, qualname: str) -> object | None:
         return None
     value: object = module
     for part in qualname.split(".") if qualname else ():
-        value = vars(value).get(part) if isinstance(value, (type, types.ModuleType)) else None
-        if not isinstance(value, type):
-            return None
+        value = vars(value).get(part) if _is(value, (type, types.ModuleType)) else None
+        if not _is(value, type) or getattr(value, "__module__", None) != module.__name__:
+            return None  # not a class, or not this module's (a name bound to another's)
     return value
 
 
