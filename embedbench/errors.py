@@ -51,3 +51,8 @@ class IoBusyError(ContentionError):
 
 class HostLockError(EmbedbenchError):
     """Another embedbench run holds the host lock; two runs must not overlap."""
+
+
+class StaleCodeError(EmbedbenchError):
+    """This process runs a module whose file on disk has changed since it was imported
+    (a reused kernel after ``git checkout`` or an edit); measuring would time old code."""

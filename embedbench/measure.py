@@ -6,8 +6,9 @@ target, pins and isolates, measures the timer floor, then for every case and len
 validates both variants, warms them up and times its blocks. It reports through an
 ``emit`` callback of plain-JSON events and computes no statistics:
 
-- ``ready``: the target, the fingerprint of the code of each variant, the frequency
-  source, the isolation state and where the table landed in memory;
+- ``ready``: the target, the fingerprint of the code of each variant, the freshness
+  check's report, the frequency source, the isolation state and where the table landed
+  in memory;
 - ``records``: raw block records of one case, length and scope (timer floor: case
   ``timer``), each carrying ``worker``;
 - ``validation``: one case's validation row;
@@ -31,7 +32,7 @@ from typing import Any
 
 import torch
 
-from embedbench import checkpoint, sysinfo
+from embedbench import checkpoint, freshness, sysinfo
 from embedbench.config import RunConfig
 from embedbench.devices import sync_for
 from embedbench.isolation import isolated
@@ -51,6 +52,18 @@ from embedbench.validation import validate_scenario
 
 Event = dict[str, Any]
 Emit = Callable[[Event], None]
+
+# embedbench's own modules on the measured path: the share, the scenarios, the timed
+# call and the validation (checked for freshness with the target's modules).
+HARNESS_MODULES = (
+    "embedbench.measure",
+    "embedbench.scenarios",
+    "embedbench.timing",
+    "embedbench.windows",
+    "embedbench.validation",
+    "embedbench.isolation",
+    "embedbench.devices",
+)
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,32 @@ def build_target(
     return build_reference_target(table, facts)
 
 
+def target_modules(target: Target) -> list[str]:
+    """The modules the measured code of ``target`` depends on: those of its shim's and
+    language model's classes and what its variants and tag reach, its builder's own, and
+    the harness's."""
+    classes = [type(target.model), type(target.language_model)]
+    functions = [*target.variants.values(), target.tag]
+    return [
+        *freshness.dependency_modules(classes, functions),
+        *target.modules,
+        *HARNESS_MODULES,
+    ]
+
+
+def check_fresh(target: Target) -> freshness.FreshnessReport:
+    """Refuse (``StaleCodeError``) when code ``target`` runs differs from its file on disk:
+    this process imported it before a ``git checkout`` or an edit (a reused kernel)."""
+    measured = {
+        f.__qualname__
+        for variant in target.variants.values()
+        for f in freshness.functions_of(variant)
+    }
+    return freshness.check_modules(
+        target_modules(target), checkout=target.checkout, named_first=measured
+    )
+
+
 def code_fingerprint(fn: Callable[..., Any]) -> str:
     """SHA-256 of the bytecode (and constants) a variant runs, so that two processes can
     show they measured the same code."""
@@ -155,6 +194,7 @@ def measure_share(
     config, device = share.config, torch.device(share.device)
     facts, table, placement = _load(share)
     target = build_target(config, facts, table, device)
+    fresh = check_fresh(target)  # before anything is measured or reported
     frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
     sync = sync_for(device)
     with isolated(share.cpu_core) as state:
@@ -168,6 +208,7 @@ def measure_share(
                 "target": target.name,
                 "target_metadata": target.metadata,
                 "code": {name: code_fingerprint(target.variants[name]) for name in VARIANTS},
+                "code_fresh": fresh.to_json(),
                 "frequency_source": frequency_source,
                 "isolation": state.to_json(),
                 "table": placement,

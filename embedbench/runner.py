@@ -1,6 +1,7 @@
 """The measurement pipeline: config → checkpoint → scenarios → target → timing → results.
 
-``run`` checks every input before it writes anything, then measures: in its own
+``run`` checks every input before it writes anything (and that the code this process
+has already imported still matches its files, see ``freshness``), then measures: in its own
 process when ``processes=1`` (the original single-process design), else in that many
 fresh worker processes one after the other (``python -m embedbench.worker``), each
 loading the table itself, pinning, warming up and timing its share of every case's
@@ -30,7 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 import embedbench
-from embedbench import checkpoint, stats, summary, sysinfo, windows
+from embedbench import checkpoint, freshness, stats, summary, sysinfo, windows
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError, EmbedbenchError
@@ -62,6 +63,8 @@ Log = Callable[[str], None]
 # The guards' sampling window between workers or cases: 2 × 0.1 s of /proc/stat still
 # spans 50 clock ticks at HZ=250, enough to tell a busy core from a quiet one.
 RECHECK_WINDOW_S = 0.1
+# The modules whose embedbench imports make up the run's pipeline in this process.
+PIPELINE_MODULES = ("embedbench.runner", "embedbench.measure")
 
 
 class WorkerError(EmbedbenchError):
@@ -89,6 +92,7 @@ class PreparedRun:
     location: checkpoint.EmbeddingLocation
     output_dir: Path
     started: datetime = field(default_factory=_utc_now)
+    code_fresh: freshness.FreshnessReport | None = None
 
     def shares(self) -> list[Share]:
         """Each worker's share of the blocks (one share for ``processes=1``)."""
@@ -118,14 +122,16 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         else default_output_dir(started.strftime("%Y%m%dT%H%M%SZ"))
     )
     check_output_dir(output_dir, overwrite=config.overwrite)
+    checkout = None
     if config.target == "vllm-omni":
         # Repository, refs and the method at each ref, before the checkpoint is read;
         # vLLM itself is imported only when the target is built.
         from embedbench.targets.vllm_omni import check_vllm_omni_source
 
-        check_vllm_omni_source(
+        checkout = check_vllm_omni_source(
             repo=config.repo, baseline_ref=config.baseline_ref, candidate_ref=config.candidate_ref
-        )
+        )["repo"]
+    code_fresh = check_loaded_code(config, checkout=checkout)
     if config.model is None:
         model_dir = checkpoint.default_synthetic_checkpoint(progress=log)
     else:
@@ -142,7 +148,28 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         location=location,
         output_dir=output_dir,
         started=started,
+        code_fresh=code_fresh,
     )
+
+
+def check_loaded_code(
+    config: RunConfig, *, checkout: str | None = None
+) -> freshness.FreshnessReport:
+    """Before anything is measured: the run's modules that this process has already
+    imported (a reused kernel) must match their files, or ``StaleCodeError``.
+
+    The pipeline's embedbench modules and, for the vllm-omni target, the thinker's
+    modules if an earlier run imported them. The measuring process checks its target's
+    modules again once it is built (``measure.check_fresh``).
+    """
+    names = freshness.imported_modules(PIPELINE_MODULES, package="embedbench")
+    measured: tuple[str, ...] = ()
+    if config.target == "vllm-omni":
+        from embedbench.targets.vllm_omni import MEASURED, loaded_modules
+
+        names += loaded_modules()
+        measured = (MEASURED,)
+    return freshness.check_modules(names, checkout=checkout, named_first=measured)
 
 
 def _metadata(
@@ -166,6 +193,11 @@ def _metadata(
         "candidate_ref": target_metadata.get("candidate_ref"),
         "dirty": target_metadata.get("dirty"),
         "code_sha256": ready["code"],
+        # The freshness check of the (first) measuring process, and of this one before it.
+        "code_fresh": {
+            **ready["code_fresh"],
+            "parent": prepared.code_fresh.to_json() if prepared.code_fresh else None,
+        },
         "versions": versions,
         "device": prepared.device.type,
         "device_name": device_name,
@@ -345,6 +377,7 @@ class _Collector:
             for key in ("worker", "pid", "blocks", "case_order", "code", "table", "isolation")
         }
         worker["started_at"] = _utc_now().isoformat()
+        worker["code_fresh_s"] = event["code_fresh"]["seconds"]
         if self.writer is None:
             self.first_ready = event
             metadata = _metadata(self.prepared, event, self.contention, self.io)

@@ -38,6 +38,7 @@ from embedbench.targets.vllm_omni import THINKER_CLASS, THINKER_PATH
 ROOT = Path(__file__).resolve().parents[1]
 ENV_SCRIPT = ROOT / "scripts" / "vllm-omni-cpu-env.sh"
 REPLICA_CHECK = ROOT / "tests" / "support" / "replica_check.py"
+STALE_KERNEL = ROOT / "tests" / "support" / "stale_kernel.py"
 BASELINE_VERSION = "0.28.0"
 CANDIDATE_VERSION = "0.30.0"
 BUILD_TIMEOUT_S = 1500
@@ -254,6 +255,58 @@ def test_replica_matches_the_real_classes_bit_for_bit(omni_python, omni_repo, sm
     assert proc.returncode == 0 and not wrong, wrong
     assert {row["case"] for row in report["rows"]} >= set(CASES)
     assert len(report["rows"]) == 2 * 2 * (len(CASES) + 3)
+
+
+def test_a_reused_kernel_refuses_to_measure_the_old_thinker_after_a_checkout(
+    omni_python, omni_repo, small_checkpoint, tmp_path
+):
+    """One process (a reused notebook kernel) runs at the second commit (fixed form), the
+    work tree is checked out at the first (baseline form), and every way of running again
+    in that process refuses before measuring: the loaded thinker is not the file now."""
+    clone = tmp_path / "checkout"  # a clone: the shared fixture's work tree stays put
+    subprocess.run(["git", "clone", "-q", omni_repo["repo"], str(clone)], check=True)
+    outputs = tmp_path / "out"
+    run_args = [
+        *("--target", "vllm-omni", "--repo", str(clone)),
+        *("--baseline-ref", omni_repo["first"], "--model", str(small_checkpoint)),
+        *QUICK,
+        *("--processes", "1", "--cases", "text", "interleaved"),
+    ]
+    proc = _run_omni(
+        omni_python,
+        str(STALE_KERNEL),
+        *("--other-ref", omni_repo["first"], "--outputs", str(outputs), "--"),
+        *run_args,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    first = report["first"]
+    assert first["status"] == "complete"
+    assert first["refs"]["checked_out_commit"] == omni_repo["second"]
+    assert first["calls"]["interleaved"] == {"baseline": 2, "fixed": 1}
+    thinker = THINKER_PATH.removesuffix(".py").replace("/", ".")
+    fresh = first["code_fresh"]
+    for checked in (fresh["checked_modules"], fresh["parent"]["checked_modules"]):
+        assert "embedbench.measure" in checked
+    for module in (thinker, "vllm.model_executor.models.interfaces", "embedbench.gitsource"):
+        assert module in fresh["checked_modules"], fresh
+    assert 0 <= fresh["seconds"] < 0.5 and fresh["functions_compared"] > 100, fresh
+
+    for way in ("second", "workers", "measure_share"):
+        error = report[way]
+        assert error["type"] == "StaleCodeError", (way, error)
+        message = error["message"]
+        assert "\n" not in message and "restart the kernel" in message, message
+        assert f"module {thinker} changed on disk" in message, message
+        assert f"{THINKER_CLASS}.embed_input_ids: bytecode differs" in message, message
+    assert report["measure_share"]["events"] == []  # refused before "ready"
+    cli = report["cli"]
+    assert cli["exit_code"] == 2, cli
+    assert cli["stderr"].startswith("embedbench: error: stale code:"), cli
+    assert cli["stderr"].count("\n") == 1 and "Traceback" not in cli["stderr"], cli
+    # Nothing is left under the new HEAD's name: as every refusal, no output dir at all.
+    assert sorted(p.name for p in outputs.iterdir()) == ["first"]
 
 
 # ------------------------------------------------------------- one-line errors (no vLLM)

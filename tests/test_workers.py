@@ -144,6 +144,7 @@ def test_workers_that_measured_different_code_are_not_mixed(small_checkpoint, tm
         "target": "reference",
         "target_metadata": {},
         "code": {"baseline": "a" * 64, "fixed": "b" * 64},
+        "code_fresh": {"checked_modules": [], "functions_compared": 0, "seconds": 0.0},
         "frequency_source": "unavailable",
         "isolation": {},
         "table": {},

@@ -21,7 +21,10 @@ class Target:
     ``language_model`` exposes ``embed_input_ids(input_ids)``; text lookups are
     counted by wrapping that attribute on the instance. ``variants`` maps
     ``"baseline"`` and ``"fixed"`` to bound wrapper methods. ``tag`` marks a
-    multimodal embedding tensor with its modality and returns it.
+    multimodal embedding tensor with its modality and returns it. ``modules`` names
+    modules beyond those found from the classes and variants that the freshness check
+    (:mod:`embedbench.freshness`) compares with their files; ``checkout`` is the git
+    work tree the code was imported from, if any.
     """
 
     name: str
@@ -30,3 +33,5 @@ class Target:
     variants: dict[str, EmbedFn]
     tag: Callable[[torch.Tensor, str], torch.Tensor]
     metadata: dict[str, Any] = field(default_factory=dict)
+    modules: tuple[str, ...] = ()
+    checkout: str | None = None

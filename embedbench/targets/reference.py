@@ -527,4 +527,5 @@ def build_reference_target(table: torch.Tensor, token_ids: Any) -> Target:
         },
         tag=tag_modality,
         metadata={"replica_of": REPLICA_OF},
+        modules=(__name__,),
     )

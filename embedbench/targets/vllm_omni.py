@@ -13,7 +13,8 @@ The two variants are the method at ``baseline_ref`` (compiled by
 
 vLLM is imported only inside :func:`build_vllm_omni_target`, never when embedbench
 itself is imported; :func:`check_vllm_omni_source` checks the repository and refs
-without importing it.
+without importing it. :func:`loaded_modules` names the thinker's modules a process has
+already imported, for the freshness check before a run (:mod:`embedbench.freshness`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from embedbench import gitsource
+from embedbench import freshness, gitsource
 from embedbench.checkpoint import ThinkerFacts
 from embedbench.config import WORKTREE
 from embedbench.errors import EmbedbenchError, GitSourceError, one_line
@@ -42,6 +43,9 @@ THINKER_MODULE = "vllm_omni.model_executor.models.qwen2_5_omni.qwen2_5_omni_thin
 THINKER_PATH = "vllm_omni/model_executor/models/qwen2_5_omni/qwen2_5_omni_thinker.py"
 THINKER_CLASS = "Qwen2_5OmniThinkerForConditionalGeneration"
 METHOD = "embed_input_ids"
+MEASURED = f"{THINKER_CLASS}.{METHOD}"
+# embedbench's modules that build this target (checked for freshness with the thinker's).
+OWN_MODULES = (__name__, gitsource.__name__, "embedbench.targets.reference")
 INSTALL_HINT = (
     "install vLLM-Omni with its dependencies (pip install vllm-omni, which needs vLLM), "
     "or on a CPU-only machine build a venv with scripts/vllm-omni-cpu-env.sh and run "
@@ -155,6 +159,18 @@ def import_thinker(root: Path | None) -> tuple[ModuleType, type]:
     if not isinstance(cls, type):
         raise GitSourceError(f"{module.__file__} has no class {THINKER_CLASS} in the work tree")
     return module, cls
+
+
+def loaded_modules() -> list[str]:
+    """The modules of the real thinker that this process has already imported (none in a
+    fresh process): the thinker's module, those of its class's MRO and of what its method
+    uses, and embedbench's modules that build this target."""
+    module = sys.modules.get(THINKER_MODULE)
+    cls = getattr(module, THINKER_CLASS, None) if module is not None else None
+    if not isinstance(cls, type):
+        return []
+    method = vars(cls).get(METHOD)
+    return [*freshness.dependency_modules([cls], [method] if method else []), *OWN_MODULES]
 
 
 def _thinker_config(facts: ThinkerFacts) -> Any:
@@ -283,4 +299,6 @@ def build_vllm_omni_target(
         },
         tag=tag,
         metadata=metadata,
+        modules=OWN_MODULES,
+        checkout=str(root),
     )
