@@ -18,6 +18,7 @@ from embedbench.config import (
     DEFAULT_BASELINE_REF,
     DEFAULT_PROCESSES,
     DEVICES,
+    LM_SHIMS,
     TARGETS,
     WORKTREE,
     RunConfig,
@@ -76,6 +77,14 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_WINDOW,
         help=f"where the clock reads sit: {PR} (default, the PR script's: host latency includes "
         f"the two thread-clock reads) or {TIGHT} (reads outside the wall window)",
+    )
+    p.add_argument(
+        "--lm-shim",
+        default="flat",
+        metavar="{" + ",".join(LM_SHIMS) + "}",
+        help="language model around the table: flat (embed_input_ids -> embed_tokens, the "
+        "PR script's; default) or production (Qwen2ForCausalLM -> Qwen2Model -> "
+        "embed_tokens, the served call depth)",
     )
     p.add_argument("--output-dir", help="results dir (default: ./embedbench-results/<UTC time>)")
     p.add_argument("--overwrite", action="store_true", help="replace results in --output-dir")
@@ -158,6 +167,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         aa_check=args.aa_check,
         processes=args.processes,
         timing_window=args.timing_window,
+        lm_shim=args.lm_shim,
     )
 
 

@@ -23,6 +23,9 @@ DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"
 WORKTREE = "WORKTREE"
 TARGETS = ("reference", "vllm-omni")
 DEVICES = ("auto", "cpu", "cuda")
+# The language model the thinker shim looks text up through (issue 11): "flat" is the PR
+# script's one-level shim, "production" the served Qwen2ForCausalLM -> Qwen2Model chain.
+LM_SHIMS = ("flat", "production")
 DEFAULT_RESULTS_ROOT = "embedbench-results"
 # Worker processes per run (issue 10): chosen from the between-run measurements in
 # docs/PERFORMANCE.md, the fewest whose interval predicts a rerun on the CI machine.
@@ -119,6 +122,8 @@ class RunConfig:
     aa_check: bool = False
     processes: int = DEFAULT_PROCESSES
     timing_window: str = DEFAULT_WINDOW
+    # flat: embed_input_ids -> embed_tokens (the PR's); production: the served call depth
+    lm_shim: str = "flat"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +157,7 @@ class RunConfig:
         if device not in DEVICES:
             raise ConfigError(f"unknown device {device!r}; choose from {', '.join(DEVICES)}")
         set_(self, "device", device)
+        set_(self, "lm_shim", self._coerce_choice("lm_shim", self.lm_shim, LM_SHIMS))
         set_(self, "seed", parse_int("seed", self.seed))
         set_(self, "overwrite", _as_bool("overwrite", self.overwrite))
         set_(self, "allow_busy", _as_bool("allow_busy", self.allow_busy))
@@ -188,6 +194,14 @@ class RunConfig:
             spans.append(range(start, start + count))
             start += count
         return spans
+
+    @staticmethod
+    def _coerce_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+        """One of ``allowed`` (case and surrounding blanks ignored); ConfigError otherwise."""
+        choice = str(value).strip().lower()
+        if choice not in allowed:
+            raise ConfigError(f"unknown {name} {choice!r}; choose from {', '.join(allowed)}")
+        return choice
 
     @staticmethod
     def _coerce_lengths(value: Any) -> tuple[int, ...]:

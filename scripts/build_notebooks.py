@@ -137,6 +137,7 @@ RUN = new_notebook(
             aa_check: bool = False  # also time each baseline against itself (A/A noise floor)
             processes: int = 5  # fresh worker processes the blocks are spread over; 1: one process
             timing_window: str = "pr"  # pr: the PR script's clock order (default) or tight
+            lm_shim: str = "flat"  # flat (the PR script's lookup) or production (served call depth)
             """),
         md("""
             ## Parameters and environment
@@ -150,6 +151,7 @@ RUN = new_notebook(
                 warmup=warmup, blocks=blocks, iterations=iterations, device=device, seed=seed,
                 output_dir=output_dir, overwrite=overwrite, allow_busy=allow_busy,
                 aa_check=aa_check, processes=processes, timing_window=timing_window,
+                lm_shim=lm_shim,
             )
             display(report.styled(report.config_table(config)))
             report.styled(report.environment_table())

@@ -101,6 +101,7 @@ FLAG_ROWS = {
     "unknown device": (["--device", "tpu"], "unknown device"),
     "unknown target": (["--target", "llama"], "unknown target"),
     "unknown timing window": (["--timing-window", "loose"], "unknown timing_window"),
+    "unknown lm shim": (["--lm-shim", "bogus"], "unknown lm_shim 'bogus'; choose from flat"),
     "unknown flag": (["--lenghts", "512"], "lenghts"),
 }
 

@@ -12,6 +12,7 @@ def test_defaults_match_the_original_script():
     assert (c.warmup, c.blocks, c.iterations, c.lengths) == (50, 20, 20, (1172,))
     assert c.baseline_ref == DEFAULT_BASELINE_REF
     assert c.cases == CASES and c.device == "auto" and c.target == "reference"
+    assert c.lm_shim == "flat"
 
 
 @pytest.mark.parametrize(
@@ -48,6 +49,7 @@ def test_string_forms_of_scalars_and_flags():
     assert c.cases == ("audio", "video")
     assert RunConfig(cases="['text']").cases == ("text",)
     assert RunConfig(model="", cpu_core="").model is None
+    assert RunConfig(lm_shim=" Production ").lm_shim == "production"
 
 
 @pytest.mark.parametrize(
@@ -67,6 +69,8 @@ def test_string_forms_of_scalars_and_flags():
         ({"cases": []}, "at least"),
         ({"device": "tpu"}, "unknown device"),
         ({"target": "x"}, "unknown target"),
+        ({"lm_shim": "bogus"}, "unknown lm_shim 'bogus'; choose from flat, production$"),
+        ({"lm_shim": None}, "unknown lm_shim 'none'"),
         ({"seed": "1.5"}, "seed must be an integer"),
         ({"cpu_core": -1}, "cpu_core must be >= 0"),
         ({"baseline_ref": "--upload-pack=x"}, "must not start with '-'"),

@@ -1,5 +1,6 @@
 """The papermill notebooks: hygiene, execution, re-rendering, comparison, failures."""
 
+import ast
 import dataclasses
 import json
 import subprocess
@@ -74,6 +75,20 @@ def test_library_never_switches_backend_or_shows():
         text = path.read_text()
         assert "matplotlib.use(" not in text and "plt.show(" not in text, path
         assert "MPLBACKEND" not in text, path
+
+
+def test_run_parameters_are_runconfig_fields_with_its_defaults():
+    nb = nbformat.read(NOTEBOOKS / "run.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    lines = [line for line in cell.source.splitlines() if line.strip()]
+    names = [line.split(":", 1)[0] for line in lines]
+    assert names == RUN_PARAMS
+    defaults = RunConfig().to_json()
+    for name, line in zip(names, lines, strict=True):
+        value = line.split("=", 1)[1].split("  #", 1)[0]
+        assert ast.literal_eval(value.strip()) == defaults[name], name
+    call = next(c.source for c in nb.cells if "config = RunConfig(" in c.source)
+    assert all(f"{name}={name}" in call for name in names)
 
 
 @pytest.mark.parametrize(
