@@ -130,8 +130,9 @@ def build_target(
             baseline_ref=config.baseline_ref,
             candidate_ref=config.candidate_ref,
             device=device,
+            lm_shim=config.lm_shim,
         )
-    return build_reference_target(table, facts)
+    return build_reference_target(table, facts, config.lm_shim)
 
 
 def target_modules(target: Target) -> list[str]:

@@ -378,6 +378,8 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     items = [
         ("status", m.get("status")),
         ("target", m.get("target")),
+        ("lm shim", m.get("lm_shim")),
+        ("language model", (m.get("target_info") or {}).get("language_model")),
         ("baseline ref", _ref(refs.get("baseline_ref"), refs.get("baseline_sha"))),
         ("candidate ref", _ref(refs.get("candidate_ref"), refs.get("candidate_sha"))),
         ("work tree dirty", m.get("dirty")),

@@ -226,6 +226,7 @@ def _metadata(
         "processes": config.processes,
         "timing_window": config.timing_window,
         "timing_window_description": windows.describe(config.timing_window),
+        "lm_shim": target_metadata.get("lm_shim", config.lm_shim),
         "workers": [],
         "lengths": list(config.lengths),
         "cases": list(config.cases),

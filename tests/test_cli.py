@@ -7,10 +7,12 @@ import sys
 from helpers import QUICK
 
 from embedbench import checkpoint
+from embedbench.cli import build_parser, config_from_args, main
 from embedbench.results import RESULT_FILES, load_results
 from embedbench.scenarios import CASE_LABELS, CASES
 from embedbench.validation import EXPECTED_LOOKUPS
 
+REFERENCE_EMBEDDING = "embedbench.targets.reference.ReferenceVocabEmbedding"
 PR_HEADER = "| Input | Before (μs) | After (μs) | Host latency reduction |"
 
 
@@ -42,6 +44,8 @@ def test_run_end_to_end_writes_four_files_and_prints_the_pr_table(small_checkpoi
         "synchronized_completion_us",
     ]
     assert result.metadata["embedding"]["shape"] == [152064, 32]
+    assert result.metadata["lm_shim"] == "flat" == result.metadata["config"]["lm_shim"]
+    assert result.metadata["target_info"]["embedding_class"] == REFERENCE_EMBEDDING
     for row in result.validation:
         assert row["ok"] and row["torch_equal"]
         assert row["calls"] == EXPECTED_LOOKUPS[row["case"]]
@@ -59,6 +63,36 @@ def test_run_end_to_end_writes_four_files_and_prints_the_pr_table(small_checkpoi
     report = _run("report", str(out))
     assert report.returncode == 0
     assert "\n".join(lines[header : header + 2 + len(CASES)]) in report.stdout
+
+
+def test_lm_shim_flag_reaches_the_config(capsys):
+    parser = build_parser()
+    assert config_from_args(parser.parse_args(["run"])).lm_shim == "flat"
+    args = parser.parse_args(["run", "--lm-shim", "production"])
+    assert config_from_args(args).lm_shim == "production"
+    assert main(["run", "--help"]) == 0
+    assert "--lm-shim {flat,production}" in capsys.readouterr().out
+
+
+def test_run_with_the_production_shim_records_it(small_checkpoint, tmp_path):
+    out = tmp_path / "out"
+    proc = _run(
+        "run",
+        "--model",
+        str(small_checkpoint),
+        *QUICK,
+        *("--cases", "audio", "--processes", "1", "--lm-shim", "production"),
+        *("--output-dir", str(out), "--no-progress"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = load_results(out)
+    assert result.metadata["lm_shim"] == "production" == result.metadata["config"]["lm_shim"]
+    info = result.metadata["target_info"]
+    assert info["lm_shim"] == "production" and info["embedding_class"] == REFERENCE_EMBEDDING
+    assert info["language_model"].startswith(
+        "ReferenceLanguageModel.embed_input_ids -> ReferenceTextModel.embed_input_ids ->"
+    )
+    assert [row["calls"] for row in result.validation] == [{"baseline": 2, "fixed": 1}]
 
 
 def test_synth_checkpoint_command(tmp_path):

@@ -8,19 +8,25 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import AUDIO, IMAGE, TOKEN_IDS, VIDEO, VOCAB, seeded_table
+from support.calltrace import python_calls
 
+from embedbench.config import LM_SHIMS
 from embedbench.scenarios import CASES, Scenario, build_scenario, call_variant
-from embedbench.targets import VARIANTS, Target
+from embedbench.targets import VARIANTS, Target, lookup_chain
 from embedbench.targets.reference import (
+    FlatLanguageModel,
     ReferenceLanguageModel,
+    ReferenceTextModel,
     ReferenceThinker,
     ReferenceThinkerConfig,
+    ReferenceVocabEmbedding,
     SupportsMultiModalReplica,
     _get_mm_embedding_modalities,
     build_reference_target,
     check_interleaved_audio_video,
     tag_modality,
 )
+from embedbench.validation import EXPECTED_LOOKUPS, count_lookups
 
 HIDDEN = 32
 
@@ -30,9 +36,10 @@ def table() -> torch.Tensor:
     return seeded_table(HIDDEN)
 
 
-@pytest.fixture(scope="module")
-def target(table) -> Target:
-    return build_reference_target(table, TOKEN_IDS)
+# Every test of the target runs on both language-model shims.
+@pytest.fixture(scope="module", params=LM_SHIMS)
+def target(table, request) -> Target:
+    return build_reference_target(table, TOKEN_IDS, request.param)
 
 
 def build(case: str, tokens: int = 1172) -> Scenario:
@@ -93,7 +100,6 @@ def test_target_shape(target, table):
     assert "0.28.0" in target.metadata["replica_of"]
     assert "0.30.0" in target.metadata["replica_of"]
     assert isinstance(target.model, ReferenceThinker)
-    assert isinstance(target.language_model, ReferenceLanguageModel)
     assert target.model.get_language_model() is target.language_model
     assert target.model._has_oov_mm_tokens is False
     assert target.model.config.video_token_index == VIDEO
@@ -101,8 +107,77 @@ def test_target_shape(target, table):
     assert target.model.config.image_token_index == IMAGE
 
 
+# lm_shim: the modules of one lookup, and the Python functions it enters (the real
+# vLLM classes enter the same ones, tests/support/replica_check.py checks).
+SHIMS = {
+    "flat": (
+        [FlatLanguageModel, ReferenceVocabEmbedding],
+        ["FlatLanguageModel.embed_input_ids"],
+    ),
+    "production": (
+        [ReferenceLanguageModel, ReferenceTextModel, ReferenceVocabEmbedding],
+        [
+            "ReferenceLanguageModel.embed_input_ids",
+            "Module.__getattr__",  # self.model
+            "ReferenceTextModel.embed_input_ids",
+        ],
+    ),
+}
+LOOKUP_TAIL = [
+    "Module.__getattr__",  # self.embed_tokens
+    "Module._wrapped_call_impl",
+    "Module._call_impl",
+    "ReferenceVocabEmbedding.forward",
+    "_UnquantizedEmbeddingMethod.embedding",
+    "Module.__getattr__",  # layer.weight
+    "embedding",  # F.embedding
+]
+
+
+@pytest.mark.parametrize("lm_shim", LM_SHIMS)
+def test_lm_shim_structure_and_call_depth(table, lm_shim):
+    modules, head = SHIMS[lm_shim]
+    language_model = build_reference_target(table, TOKEN_IDS, lm_shim).language_model
+    assert [type(m) for m in lookup_chain(language_model)] == modules
+    ids = torch.tensor([0, 5, AUDIO], dtype=torch.int32)
+    assert python_calls(language_model.embed_input_ids, ids) == head + LOOKUP_TAIL
+
+
+def test_lm_shim_metadata(table):
+    flat = build_reference_target(table, TOKEN_IDS).metadata
+    production = build_reference_target(table, TOKEN_IDS, "production").metadata
+    embedding = "embedbench.targets.reference.ReferenceVocabEmbedding"
+    assert flat["lm_shim"] == "flat" and production["lm_shim"] == "production"
+    assert flat["embedding_class"] == production["embedding_class"] == embedding
+    assert flat["language_model"] == (
+        "FlatLanguageModel.embed_input_ids -> ReferenceVocabEmbedding (TP=1)"
+    )
+    assert production["language_model"] == (
+        "ReferenceLanguageModel.embed_input_ids -> ReferenceTextModel.embed_input_ids "
+        "-> ReferenceVocabEmbedding (TP=1)"
+    )
+
+
+def test_unknown_lm_shim_is_refused(table):
+    with pytest.raises(ValueError, match="unknown lm_shim 'deep'; choose from flat, production"):
+        build_reference_target(table, TOKEN_IDS, "deep")
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_both_shims_give_equal_outputs_and_lookup_counts(table, case, variant):
+    outputs, counts = {}, {}
+    for lm_shim in LM_SHIMS:
+        target = build_reference_target(table, TOKEN_IDS, lm_shim)
+        with count_lookups(target.language_model) as counter:
+            outputs[lm_shim] = call_variant(target.variants[variant], build(case, 300))
+        counts[lm_shim] = counter.count
+    assert torch.equal(outputs["flat"], outputs["production"])
+    assert counts["flat"] == counts["production"] == EXPECTED_LOOKUPS[case][variant]
+
+
 def test_table_is_not_copied(target, table):
-    weight = target.language_model.model.embed_tokens.weight
+    weight = lookup_chain(target.language_model)[-1].weight
     assert weight.data_ptr() == table.data_ptr()
     assert weight.requires_grad is False
     assert target.language_model.table.data_ptr() == table.data_ptr()

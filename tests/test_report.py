@@ -81,6 +81,8 @@ def test_provenance_and_config_tables(result):
     assert prov.loc["status", "value"] == "complete"
     assert prov.loc["synthetic checkpoint", "value"] == "True"
     assert "warmup 2, 6 blocks" in prov.loc["design", "value"]
+    assert prov.loc["lm shim", "value"] == "flat"
+    assert "FlatLanguageModel.embed_input_ids" in prov.loc["language model", "value"]
     env = report.environment_table()
     assert "torch" in env.index
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 
 VARIANTS: tuple[str, str] = ("baseline", "fixed")
 
@@ -35,3 +36,30 @@ class Target:
     metadata: dict[str, Any] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
     checkout: str | None = None
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.QualName`` of an object's class."""
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def lookup_chain(language_model: nn.Module) -> list[nn.Module]:
+    """The modules a text lookup passes through: the language model, each ``model``
+    below it, and last the ``embed_tokens`` module that holds the table."""
+    chain = [language_model]
+    while "embed_tokens" not in chain[-1]._modules:
+        chain.append(chain[-1].get_submodule("model"))
+    return [*chain, chain[-1].get_submodule("embed_tokens")]
+
+
+def lm_metadata(lm_shim: str, language_model: nn.Module) -> dict[str, str]:
+    """Target metadata of the language model: ``lm_shim``, the embedding module's
+    qualified class name, and the call chain of one lookup."""
+    *levels, embedding = lookup_chain(language_model)
+    calls = [f"{type(module).__name__}.embed_input_ids" for module in levels]
+    return {
+        "lm_shim": lm_shim,
+        "embedding_class": qualified_name(embedding),
+        "language_model": " -> ".join([*calls, f"{type(embedding).__name__} (TP=1)"]),
+    }

@@ -15,9 +15,13 @@ What is replicated (and from where):
 * ``tag_modality`` / ``_get_mm_embedding_modalities``: vllm 0.30.0
   ``multimodal/utils.py`` (``set_mm_embedding_modality`` /
   ``get_mm_embedding_modalities``).
-* ``ReferenceLanguageModel``: the call chain of ``Qwen2ForCausalLM.embed_input_ids``
-  -> ``Qwen2Model.embed_input_ids`` -> ``VocabParallelEmbedding.__call__`` (TP=1)
-  -> ``UnquantizedEmbeddingMethod.embedding`` -> ``F.embedding(ids.long(), weight)``.
+* The language model, one of two shims (``lm_shim``, issue 11):
+  ``FlatLanguageModel`` (``flat``), the PR script's one-level
+  ``embed_input_ids`` -> ``embed_tokens``; ``ReferenceLanguageModel``
+  (``production``), the served call chain ``Qwen2ForCausalLM.embed_input_ids`` ->
+  ``Qwen2Model.embed_input_ids``. Both end in ``ReferenceVocabEmbedding``:
+  ``VocabParallelEmbedding.__call__`` (TP=1) -> ``UnquantizedEmbeddingMethod.embedding``
+  -> ``F.embedding(ids.long(), weight)``.
 * ``ReferenceThinkerConfig``: the ``attribute_map`` indirection of transformers'
   ``PreTrainedConfig.__getattribute__`` that every ``config.*_token_index`` read
   pays in the real model.
@@ -38,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from embedbench.targets import Target
+from embedbench.targets import Target, lm_metadata
 
 REPLICA_OF = (
     "vllm-omni 0.28.0 (baseline) / 0.30.0 (fixed) "
@@ -365,8 +369,30 @@ class ReferenceTextModel(nn.Module):
         return self.embed_tokens(input_ids)
 
 
+class FlatLanguageModel(nn.Module):
+    """The PR script's language model: ``embed_input_ids(ids)`` is
+    ``self.embed_tokens(ids)``, one call level above the embedding module.
+
+    Used by both targets (``lm_shim="flat"``): around ``ReferenceVocabEmbedding`` here,
+    around vLLM's own ``VocabParallelEmbedding`` in the ``vllm-omni`` target.
+    """
+
+    def __init__(self, embed_tokens: nn.Module) -> None:
+        super().__init__()
+        self.embed_tokens = embed_tokens
+
+    @property
+    def table(self) -> torch.Tensor:
+        """The embedding table (the same storage as the tensor given)."""
+        return self.embed_tokens.weight
+
+    def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.embed_tokens(input_ids)
+
+
 class ReferenceLanguageModel(nn.Module):
-    """``Qwen2ForCausalLM`` reduced to its text lookup: ``embed_input_ids(input_ids)``."""
+    """``Qwen2ForCausalLM`` reduced to its text lookup: ``embed_input_ids(input_ids)``
+    through ``Qwen2Model`` (``lm_shim="production"``, the served call depth)."""
 
     def __init__(self, table: torch.Tensor) -> None:
         super().__init__()
@@ -504,18 +530,28 @@ class ReferenceThinker(nn.Module, SupportsMultiModalReplica):
         )
 
 
-def build_reference_target(table: torch.Tensor, token_ids: Any) -> Target:
+def reference_language_model(table: torch.Tensor, lm_shim: str = "flat") -> nn.Module:
+    """The replica language model around ``table`` (not copied) for ``lm_shim``."""
+    if lm_shim == "flat":
+        return FlatLanguageModel(ReferenceVocabEmbedding(table))
+    if lm_shim == "production":
+        return ReferenceLanguageModel(table)
+    raise ValueError(f"unknown lm_shim {lm_shim!r}; choose from flat, production")
+
+
+def build_reference_target(table: torch.Tensor, token_ids: Any, lm_shim: str = "flat") -> Target:
     """The built-in target: the replica shim around ``table`` (not copied).
 
     ``token_ids`` is any object with ``audio_token_id``, ``image_token_id`` and
-    ``video_token_id`` (e.g. ``checkpoint.ThinkerFacts``).
+    ``video_token_id`` (e.g. ``checkpoint.ThinkerFacts``); ``lm_shim`` picks the
+    language model (``flat`` or ``production``, mirroring the ``vllm-omni`` target's).
     """
     config = ReferenceThinkerConfig(
         audio_token_index=token_ids.audio_token_id,
         image_token_index=token_ids.image_token_id,
         video_token_index=token_ids.video_token_id,
     )
-    language_model = ReferenceLanguageModel(table)
+    language_model = reference_language_model(table, lm_shim)
     model = ReferenceThinker(language_model, config)
     return Target(
         name="reference",
@@ -526,6 +562,6 @@ def build_reference_target(table: torch.Tensor, token_ids: Any) -> Target:
             "fixed": model.embed_input_ids_fixed,
         },
         tag=tag_modality,
-        metadata={"replica_of": REPLICA_OF},
+        metadata={"replica_of": REPLICA_OF, **lm_metadata(lm_shim, language_model)},
         modules=(__name__,),
     )
