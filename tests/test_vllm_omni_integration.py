@@ -433,11 +433,13 @@ def test_vllm_omni_not_importable_says_which_import_and_how_to_install(
         cwd=ROOT,
     )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert "vllm-omni is not importable" in proc.stderr
-    assert "ModuleNotFoundError: No module named 'vllm'" in proc.stderr
-    assert "pip install vllm-omni" in proc.stderr
-    assert "scripts/vllm-omni-cpu-env.sh" in proc.stderr
+    # A busy machine adds --allow-busy's warning lines; the refusal is the other line.
+    lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith("warning: busy")]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "vllm-omni is not importable" in lines[0]
+    assert "ModuleNotFoundError: No module named 'vllm'" in lines[0]
+    assert "pip install vllm-omni" in lines[0]
+    assert "scripts/vllm-omni-cpu-env.sh" in lines[0]
     assert not out.exists()
 
 
