@@ -149,6 +149,8 @@ def test_lm_shim_metadata(table):
     embedding = "embedbench.targets.reference.ReferenceVocabEmbedding"
     assert flat["lm_shim"] == "flat" and production["lm_shim"] == "production"
     assert flat["embedding_class"] == production["embedding_class"] == embedding
+    assert flat["language_model_class"] == "embedbench.targets.reference.FlatLanguageModel"
+    assert production["language_model_class"].endswith("reference.ReferenceLanguageModel")
     assert flat["language_model"] == (
         "FlatLanguageModel.embed_input_ids -> ReferenceVocabEmbedding (TP=1)"
     )

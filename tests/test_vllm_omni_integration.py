@@ -24,16 +24,28 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import zipfile
 from pathlib import Path
 
 import pytest
+import torch
+import torch.nn.functional as F
 from helpers import QUICK, commit_all, git
+from torch import nn
 
 from embedbench import checkpoint
 from embedbench.cli import main
+from embedbench.config import LM_SHIMS
+from embedbench.errors import EmbedbenchError
 from embedbench.scenarios import CASES
-from embedbench.targets.vllm_omni import THINKER_CLASS, THINKER_PATH
+from embedbench.targets.reference import FlatLanguageModel
+from embedbench.targets.vllm_omni import (
+    THINKER_CLASS,
+    THINKER_PATH,
+    VllmOmniImportError,
+    vllm_language_model,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_SCRIPT = ROOT / "scripts" / "vllm-omni-cpu-env.sh"
@@ -41,6 +53,8 @@ REPLICA_CHECK = ROOT / "tests" / "support" / "replica_check.py"
 STALE_KERNEL = ROOT / "tests" / "support" / "stale_kernel.py"
 BASELINE_VERSION = "0.28.0"
 CANDIDATE_VERSION = "0.30.0"
+VOCAB_EMBEDDING = "vllm.model_executor.layers.vocab_parallel_embedding.VocabParallelEmbedding"
+QWEN2 = "vllm.model_executor.models.qwen2"
 BUILD_TIMEOUT_S = 1500
 RUN_TIMEOUT_S = 600
 
@@ -195,6 +209,13 @@ def test_real_thinker_baseline_from_git_candidate_from_checkout(
     assert info["thinker_file"] == str(Path(omni_repo["repo"]) / THINKER_PATH)
     assert info["code_filenames"]["baseline"].startswith(f"<git {omni_repo['first']}:")
     assert info["modality_tag"] == "vllm.multimodal.utils.set_mm_embedding_modality"
+    # The default shim: the PR script's flat language model around vLLM's own embedding.
+    assert meta["lm_shim"] == "flat" == meta["config"]["lm_shim"] == info["lm_shim"]
+    assert info["embedding_class"] == VOCAB_EMBEDDING
+    assert info["language_model_class"] == "embedbench.targets.reference.FlatLanguageModel"
+    assert info["language_model"] == (
+        "FlatLanguageModel.embed_input_ids -> VocabParallelEmbedding (TP=1)"
+    )
     summary = _load_json(out, "summary.json")
     assert all(row["valid"] and row["blocks"] == 6 for row in summary)
 
@@ -217,6 +238,8 @@ def test_real_thinker_candidate_from_a_git_ref(omni_python, omni_repo, small_che
         "--cases",
         "text",
         "interleaved",
+        "--lm-shim",
+        "production",
         "--model",
         str(small_checkpoint),
         *QUICK,
@@ -230,12 +253,37 @@ def test_real_thinker_candidate_from_a_git_ref(omni_python, omni_repo, small_che
         "text": {"baseline": 1, "fixed": 1},
         "interleaved": {"baseline": 2, "fixed": 1},
     }
-    refs = _load_json(out, "metadata.json")["refs"]
+    meta = _load_json(out, "metadata.json")
+    refs = meta["refs"]
     assert refs["baseline_sha"] == omni_repo["first"]
     assert refs["candidate_ref"] == "HEAD" and refs["candidate_sha"] == omni_repo["second"]
+    # The served chain: vLLM's own Qwen2ForCausalLM -> Qwen2Model -> VocabParallelEmbedding.
+    info = meta["target_info"]
+    assert meta["lm_shim"] == "production" == meta["config"]["lm_shim"] == info["lm_shim"]
+    assert info["language_model_class"] == f"{QWEN2}.Qwen2ForCausalLM"
+    assert info["embedding_class"] == VOCAB_EMBEDDING
+    assert info["language_model"] == (
+        "Qwen2ForCausalLM.embed_input_ids -> Qwen2Model.embed_input_ids "
+        "-> VocabParallelEmbedding (TP=1)"
+    )
 
 
-def test_replica_matches_the_real_classes_bit_for_bit(omni_python, omni_repo, small_checkpoint):
+# Per shim: the real classes a lookup must pass through, with the counting hooks'
+# calls for one audio call (baseline: two lookups, fixed: one).
+REAL_PATH = {
+    "flat": ["VocabParallelEmbedding.forward"],
+    "production": [
+        "Qwen2ForCausalLM.embed_input_ids",
+        "Qwen2Model.embed_input_ids",
+        "VocabParallelEmbedding.forward",
+    ],
+}
+
+
+@pytest.mark.parametrize("lm_shim", LM_SHIMS)
+def test_replica_matches_the_real_classes_bit_for_bit(
+    omni_python, omni_repo, small_checkpoint, lm_shim
+):
     proc = _run_omni(
         omni_python,
         str(REPLICA_CHECK),
@@ -248,13 +296,24 @@ def test_replica_matches_the_real_classes_bit_for_bit(omni_python, omni_repo, sm
         "--lengths",
         "300",
         "1172",
+        "--lm-shim",
+        lm_shim,
     )
     # vLLM logs to stdout on import: the report is the last line.
+    assert proc.stdout.strip(), proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     wrong = [row for row in report["rows"] if not row["ok"]]
     assert proc.returncode == 0 and not wrong, wrong
     assert {row["case"] for row in report["rows"]} >= set(CASES)
     assert len(report["rows"]) == 2 * 2 * (len(CASES) + 3)
+    # Same call depth: one lookup enters the same Python functions through both targets.
+    assert report["call_depth"]["same"] is True, report["call_depth"]
+    assert report["table_shared"] is True
+    assert report["real"]["lm_shim"] == lm_shim
+    assert report["real"]["embedding_class"] == VOCAB_EMBEDDING
+    for variant, lookups in (("baseline", 2), ("fixed", 1)):
+        path = report["real_path"][variant]
+        assert path == {"lookups": lookups, "hooks": dict.fromkeys(REAL_PATH[lm_shim], lookups)}
 
 
 def test_a_reused_kernel_refuses_to_measure_the_old_thinker_after_a_checkout(
@@ -415,6 +474,63 @@ def test_candidate_ref_is_checked_too(fake_repo, small_checkpoint, tmp_path, cap
         fake_repo["repo"], fake_repo["good"], small_checkpoint, out, "--candidate-ref", "nope"
     )
     assert "git -C" in _refused(capsys, argv, out)
+
+
+class _FakeVocabParallelEmbedding(nn.Module):
+    """Stands in for vLLM's layer: makes its own weight, as the real one does."""
+
+    def __init__(self, vocab: int, hidden: int, params_dtype=None, *, disable_tp=False):
+        super().__init__()
+        assert disable_tp is True and params_dtype == torch.bfloat16
+        self.weight = nn.Parameter(torch.empty(vocab, hidden, dtype=params_dtype), False)
+        self.built_on = self.weight.device.type
+
+    def forward(self, input_: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input_.long(), self.weight)
+
+
+def _fake_vllm_layer(monkeypatch, layer_class: type) -> None:
+    """A ``vllm.model_executor.layers.vocab_parallel_embedding`` holding ``layer_class``."""
+    name = VOCAB_EMBEDDING.rsplit(".", 1)[0]
+    parts = name.split(".")
+    for depth in range(1, len(parts) + 1):
+        monkeypatch.setitem(sys.modules, ".".join(parts[:depth]), types.ModuleType("fake"))
+    sys.modules[name].VocabParallelEmbedding = layer_class
+
+
+def test_flat_shim_shares_the_table_with_vllms_layer(monkeypatch):
+    _fake_vllm_layer(monkeypatch, _FakeVocabParallelEmbedding)
+    table = torch.randn(64, 8).to(torch.bfloat16)
+    language_model = vllm_language_model(table, "flat")
+    assert isinstance(language_model, FlatLanguageModel)
+    layer = language_model.embed_tokens
+    assert layer.built_on == "meta"  # its own weight never took memory
+    assert layer.weight.data_ptr() == table.data_ptr() and not layer.weight.requires_grad
+    ids = torch.tensor([3, 0, 63], dtype=torch.int32)
+    assert torch.equal(language_model.embed_input_ids(ids), table[ids.long()])
+    with pytest.raises(ValueError, match="unknown lm_shim 'deep'; choose from flat, production"):
+        vllm_language_model(table, "deep")
+
+
+def test_vllm_layer_that_cannot_be_built_is_one_line(monkeypatch):
+    class Broken(_FakeVocabParallelEmbedding):
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("no current vLLM config\nsecond line")
+
+    _fake_vllm_layer(monkeypatch, Broken)
+    with pytest.raises(EmbedbenchError) as info:
+        vllm_language_model(torch.zeros(64, 8, dtype=torch.bfloat16), "production")
+    message = str(info.value)
+    assert "\n" not in message and "VocabParallelEmbedding(64, 8" in message
+    assert "no current vLLM config" in message and "--target reference" in message
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is not None, reason="needs an interpreter without vLLM"
+)
+def test_vllm_layer_not_importable_is_one_line():
+    with pytest.raises(VllmOmniImportError, match="VocabParallelEmbedding is not importable"):
+        vllm_language_model(torch.zeros(64, 8, dtype=torch.bfloat16), "flat")
 
 
 @pytest.mark.skipif(

@@ -54,12 +54,13 @@ def lookup_chain(language_model: nn.Module) -> list[nn.Module]:
 
 
 def lm_metadata(lm_shim: str, language_model: nn.Module) -> dict[str, str]:
-    """Target metadata of the language model: ``lm_shim``, the embedding module's
-    qualified class name, and the call chain of one lookup."""
+    """Target metadata of the language model: ``lm_shim``, the qualified class names of
+    the language model and of the embedding module, and the call chain of one lookup."""
     *levels, embedding = lookup_chain(language_model)
     calls = [f"{type(module).__name__}.embed_input_ids" for module in levels]
     return {
         "lm_shim": lm_shim,
+        "language_model_class": qualified_name(language_model),
         "embedding_class": qualified_name(embedding),
         "language_model": " -> ".join([*calls, f"{type(embedding).__name__} (TP=1)"]),
     }

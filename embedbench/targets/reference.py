@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from embedbench.config import LM_SHIMS
 from embedbench.targets import Target, lm_metadata
 
 REPLICA_OF = (
@@ -536,7 +537,7 @@ def reference_language_model(table: torch.Tensor, lm_shim: str = "flat") -> nn.M
         return FlatLanguageModel(ReferenceVocabEmbedding(table))
     if lm_shim == "production":
         return ReferenceLanguageModel(table)
-    raise ValueError(f"unknown lm_shim {lm_shim!r}; choose from flat, production")
+    raise ValueError(f"unknown lm_shim {lm_shim!r}; choose from {', '.join(LM_SHIMS)}")
 
 
 def build_reference_target(table: torch.Tensor, token_ids: Any, lm_shim: str = "flat") -> Target:

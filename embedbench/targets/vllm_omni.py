@@ -7,6 +7,12 @@ an instance without the real ``__init__`` (``cls.__new__`` + ``nn.Module.__init_
 holding only what ``embed_input_ids`` touches: ``config`` (the checkpoint's
 ``thinker_config`` through transformers' ``Qwen2_5OmniThinkerConfig``),
 ``_has_oov_mm_tokens = False`` and a language model around the checkpoint's table.
+The language model is built from vLLM's own classes (``lm_shim``, issue 11): ``flat``
+is the PR script's shim, ``embed_input_ids(ids) -> self.embed_tokens(ids)`` around
+vLLM's ``VocabParallelEmbedding``; ``production`` is the served chain, the real
+``Qwen2ForCausalLM.embed_input_ids`` -> ``Qwen2Model.embed_input_ids`` ->
+``VocabParallelEmbedding``, with both models built without ``__init__``. Either way
+the embedding's weight is the loaded table itself, never a copy.
 The two variants are the method at ``baseline_ref`` (compiled by
 :mod:`embedbench.gitsource` against the live class) and at ``candidate_ref``
 (``WORKTREE``: the live method), both bound to that instance.
@@ -32,11 +38,11 @@ from torch import nn
 
 from embedbench import freshness, gitsource
 from embedbench.checkpoint import ThinkerFacts
-from embedbench.config import WORKTREE
+from embedbench.config import LM_SHIMS, WORKTREE
 from embedbench.errors import EmbedbenchError, GitSourceError, one_line
 from embedbench.sysinfo import package_version
-from embedbench.targets import Target
-from embedbench.targets.reference import ReferenceLanguageModel, tag_modality
+from embedbench.targets import Target, lm_metadata
+from embedbench.targets.reference import FlatLanguageModel, tag_modality
 
 PACKAGE = "vllm_omni"
 THINKER_MODULE = "vllm_omni.model_executor.models.qwen2_5_omni.qwen2_5_omni_thinker"
@@ -218,10 +224,80 @@ def _modality_tagger() -> tuple[Callable[[torch.Tensor, str], torch.Tensor], str
     return set_mm_embedding_modality, "vllm.multimodal.utils.set_mm_embedding_modality"
 
 
+def _bare(cls: type) -> Any:
+    """An instance of a real ``nn.Module`` class without its ``__init__`` (which wants a
+    whole ``VllmConfig``): an empty module whose attributes the caller sets."""
+    instance = cls.__new__(cls)
+    nn.Module.__init__(instance)
+    return instance
+
+
+def _vocab_parallel_embedding(table: torch.Tensor) -> nn.Module:
+    """vLLM's own ``VocabParallelEmbedding(vocab, hidden, params_dtype=table.dtype,
+    disable_tp=True)`` whose weight is ``table`` itself.
+
+    Built under the meta device, so its own (padded) weight never takes memory, then
+    given the table as its weight. At TP=1 (``disable_tp``) it needs no vLLM config
+    or distributed context; its forward is ``F.embedding(ids.long(), weight)``.
+    """
+    try:
+        from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+    except Exception as exc:
+        raise _fail(
+            f"vLLM's VocabParallelEmbedding is not importable ({type(exc).__name__}: {exc}); "
+            f"{INSTALL_HINT}"
+        ) from None
+    vocab, hidden = (int(d) for d in table.shape)
+    try:
+        with torch.device("meta"):
+            layer = VocabParallelEmbedding(vocab, hidden, params_dtype=table.dtype, disable_tp=True)
+        layer.weight = nn.Parameter(table, requires_grad=False)
+    except Exception as exc:
+        raise EmbedbenchError(
+            one_line(
+                f"vLLM's VocabParallelEmbedding({vocab}, {hidden}, params_dtype={table.dtype}, "
+                f"disable_tp=True) cannot be built around the table ({type(exc).__name__}: "
+                f"{exc}); vLLM 0.30 builds it on CPU; with another vLLM use --target reference"
+            )
+        ) from None
+    if layer.weight.data_ptr() != table.data_ptr():
+        raise EmbedbenchError(
+            "vLLM's VocabParallelEmbedding did not take the loaded table as its weight"
+        )
+    return layer
+
+
+def _qwen2_language_model(embedding: nn.Module) -> nn.Module:
+    """The served chain: real ``Qwen2ForCausalLM`` holding a real ``Qwen2Model`` holding
+    ``embedding``, both without ``__init__``; their own ``embed_input_ids`` methods run."""
+    try:
+        from vllm.model_executor.models.qwen2 import Qwen2ForCausalLM, Qwen2Model
+    except Exception as exc:
+        raise _fail(
+            f"vLLM's Qwen2ForCausalLM is not importable ({type(exc).__name__}: {exc}); "
+            f"{INSTALL_HINT}"
+        ) from None
+    text_model = _bare(Qwen2Model)
+    text_model.embed_tokens = embedding
+    language_model = _bare(Qwen2ForCausalLM)
+    language_model.model = text_model
+    return language_model
+
+
+def vllm_language_model(table: torch.Tensor, lm_shim: str) -> nn.Module:
+    """The language model of the shim for ``lm_shim`` (``flat`` or ``production``),
+    from vLLM's own classes, around ``table`` (not copied)."""
+    if lm_shim not in LM_SHIMS:
+        raise ValueError(f"unknown lm_shim {lm_shim!r}; choose from {', '.join(LM_SHIMS)}")
+    embedding = _vocab_parallel_embedding(table)
+    if lm_shim == "production":
+        return _qwen2_language_model(embedding)
+    return FlatLanguageModel(embedding)
+
+
 def _build_shim(cls: type, config: Any, language_model: nn.Module) -> Any:
     """An instance of the real class without its ``__init__``: only what the wrapper uses."""
-    shim = cls.__new__(cls)
-    nn.Module.__init__(shim)
+    shim = _bare(cls)
     shim.config = config
     shim._has_oov_mm_tokens = False
     shim.language_model = language_model
@@ -249,14 +325,16 @@ def build_vllm_omni_target(
     baseline_ref: str,
     candidate_ref: str = WORKTREE,
     device: torch.device | str = "cpu",
+    lm_shim: str = "flat",
 ) -> Target:
-    """The ``vllm-omni`` target: the real class's method at two revisions around ``table``."""
+    """The ``vllm-omni`` target: the real class's method at two revisions around ``table``,
+    looking text up through the language model ``lm_shim`` names."""
     root = source_repo(repo)
     module, cls = import_thinker(root if repo is not None else None)
     path = _thinker_file_in(module, root)
     baseline = gitsource.method_at_ref(root, baseline_ref, path, cls, METHOD)
     candidate = gitsource.method_at_ref(root, candidate_ref, path, cls, METHOD)
-    language_model = ReferenceLanguageModel(table)
+    language_model = vllm_language_model(table, lm_shim)
     shim = _build_shim(cls, _thinker_config(facts), language_model)
     tag, tag_source = _modality_tagger()
     head = gitsource.head_commit(root)
@@ -286,7 +364,7 @@ def build_vllm_omni_target(
             "transformers": package_version("transformers"),
         },
         "modality_tag": tag_source,
-        "language_model": "ReferenceLanguageModel: F.embedding(ids.long(), table) at TP=1",
+        **lm_metadata(lm_shim, language_model),
         "device": str(torch.device(device)),
     }
     return Target(

@@ -3,29 +3,40 @@
 Run with the python of the vLLM-Omni CPU venv (``scripts/vllm-omni-cpu-env.sh``)::
 
     python tests/support/replica_check.py --repo REPO --baseline-ref SHA --model CKPT \\
-        --lengths 300 1172
+        --lengths 300 1172 --lm-shim flat
 
 For every case (the six of SPEC §3, an empty embedding list, and two cases with one
 embedding row too few, where both must raise the same error) and length, and for each
 variant, both targets are called on identical inputs around the same table while
-their text lookups are counted. Prints one JSON object: per row the lookup counts of
-both targets, whether the outputs are ``torch.equal`` with the same dtype and shape,
-and ``ok``. Exit code 0 when every row agrees, 1 otherwise.
+their text lookups are counted. Both targets use the language-model shim
+``--lm-shim`` names; one lookup through each must enter the same Python functions
+(method names; the classes differ), so the replica has the real call depth. The real
+path is also checked with counting hooks on vLLM's own ``Qwen2ForCausalLM``,
+``Qwen2Model`` and ``VocabParallelEmbedding`` methods, during one call of each
+variant on the audio case. Prints one JSON object: per row the lookup counts of both
+targets, whether the outputs are ``torch.equal`` with the same dtype and shape, and
+``ok``; the two call sequences; the hook counts. Exit code 0 when all agree, else 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
+from unittest import mock
 
 import torch
+from calltrace import method_names, python_calls
 
 from embedbench import checkpoint
-from embedbench.config import WORKTREE
+from embedbench.config import LM_SHIMS, WORKTREE
 from embedbench.scenarios import CASES, Scenario, build_scenario, call_variant
-from embedbench.targets import VARIANTS, Target
+from embedbench.targets import VARIANTS, Target, lookup_chain
 from embedbench.targets.reference import build_reference_target
 from embedbench.targets.vllm_omni import build_vllm_omni_target
 from embedbench.validation import count_lookups
@@ -71,6 +82,58 @@ def _same(a: torch.Tensor | str, b: torch.Tensor | str) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
 
 
+# vLLM methods a real lookup must pass through (counted by class-level hooks).
+HOOKED = {
+    "vllm.model_executor.models.qwen2": ("Qwen2ForCausalLM", "Qwen2Model"),
+    "vllm.model_executor.layers.vocab_parallel_embedding": ("VocabParallelEmbedding",),
+}
+
+
+def _counting(original: Any, key: str, counts: Counter[str]) -> Any:
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        counts[key] += 1
+        return original(*args, **kwargs)
+
+    return hook
+
+
+@contextmanager
+def counting_hooks() -> Iterator[Counter[str]]:
+    """Count calls of the real classes' ``embed_input_ids`` / ``forward`` (class level)."""
+    counts: Counter[str] = Counter()
+    with ExitStack() as stack:
+        for module_name, class_names in HOOKED.items():
+            for class_name in class_names:
+                cls = getattr(importlib.import_module(module_name), class_name)
+                method = "forward" if class_name == "VocabParallelEmbedding" else "embed_input_ids"
+                hook = _counting(getattr(cls, method), f"{class_name}.{method}", counts)
+                stack.enter_context(mock.patch.object(cls, method, hook))
+        yield counts
+
+
+def real_path(real: Target, facts: Any, hidden: int) -> dict[str, Any]:
+    """Hook counts per variant for one audio call, with the lookups counted alike."""
+    scenario = build_scenario("audio", 300, token_ids=facts, hidden_size=hidden, tag=real.tag)
+    out = {}
+    for variant in VARIANTS:
+        hooks, lookups = counting_hooks(), count_lookups(real.language_model)
+        with torch.inference_mode(), hooks as counts, lookups as counter:
+            call_variant(real.variants[variant], scenario)
+        out[variant] = {"lookups": counter.count, "hooks": dict(counts)}
+    return out
+
+
+def call_depth(real: Target, replica: Target) -> dict[str, Any]:
+    """The Python functions one lookup enters through each target's language model."""
+    ids = torch.tensor([0, 5, 7], dtype=torch.int32)
+    calls: dict[str, Any] = {}
+    with torch.inference_mode():
+        for target in (real, replica):
+            calls[target.name] = python_calls(target.language_model.embed_input_ids, ids)
+    calls["same"] = method_names(calls[real.name]) == method_names(calls[replica.name])
+    return calls
+
+
 def compare(args: argparse.Namespace) -> dict[str, Any]:
     """Every (case, length, variant) on both targets; the rows and an overall ``ok``."""
     facts = checkpoint.read_thinker_facts(args.model)
@@ -84,8 +147,9 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         baseline_ref=args.baseline_ref,
         candidate_ref=args.candidate_ref,
         device="cpu",
+        lm_shim=args.lm_shim,
     )
-    replica = build_reference_target(table, facts)
+    replica = build_reference_target(table, facts, args.lm_shim)
     rows = []
     for tokens in args.lengths:
         for case in (*CASES, *EXTRA_CASES):
@@ -105,10 +169,16 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
                         "ok": equal and real_calls == ref_calls,
                     }
                 )
+    depth = call_depth(real, replica)
+    shares = lookup_chain(real.language_model)[-1].weight.data_ptr() == table.data_ptr()
+    keys = ("thinker_file", "refs", "versions", "lm_shim", "language_model_class")
     return {
-        "ok": all(row["ok"] for row in rows),
+        "ok": all(row["ok"] for row in rows) and depth["same"] and shares,
         "rows": rows,
-        "real": {k: real.metadata[k] for k in ("thinker_file", "refs", "versions")},
+        "call_depth": depth,
+        "real_path": real_path(real, facts, hidden),
+        "table_shared": shares,
+        "real": {k: real.metadata[k] for k in (*keys, "embedding_class", "language_model")},
     }
 
 
@@ -120,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidate-ref", default=WORKTREE)
     parser.add_argument("--model", required=True)
     parser.add_argument("--lengths", nargs="+", type=int, default=[300, 1172])
+    parser.add_argument("--lm-shim", choices=LM_SHIMS, default="flat")
     args = parser.parse_args(argv)
     report = compare(args)
     print(json.dumps(report))
