@@ -37,7 +37,7 @@ from embedbench.config import RunConfig
 from embedbench.devices import sync_for
 from embedbench.isolation import isolated
 from embedbench.scenarios import build_scenario, call_variant
-from embedbench.targets import VARIANTS, Target
+from embedbench.targets import VARIANTS, Target, lookup_chain
 from embedbench.targets.reference import build_reference_target
 from embedbench.timing import (
     AA_SCOPE,
@@ -136,10 +136,10 @@ def build_target(
 
 
 def target_modules(target: Target) -> list[str]:
-    """The modules the measured code of ``target`` depends on: those of its shim's and
-    language model's classes and what its variants and tag reach, its builder's own, and
-    the harness's."""
-    classes = [type(target.model), type(target.language_model)]
+    """The modules the measured code of ``target`` depends on: those of its shim's class
+    and of every class a text lookup passes through (language model, text model,
+    embedding), what its variants and tag reach, its builder's own, and the harness's."""
+    classes = [type(target.model), *(type(m) for m in lookup_chain(target.language_model))]
     functions = [*target.variants.values(), target.tag]
     return [
         *freshness.dependency_modules(classes, functions),

@@ -216,6 +216,8 @@ def test_real_thinker_baseline_from_git_candidate_from_checkout(
     assert info["language_model"] == (
         "FlatLanguageModel.embed_input_ids -> VocabParallelEmbedding (TP=1)"
     )
+    # The freshness check covers every class on the lookup chain, vLLM's layer too.
+    assert VOCAB_EMBEDDING.rsplit(".", 1)[0] in meta["code_fresh"]["checked_modules"]
     summary = _load_json(out, "summary.json")
     assert all(row["valid"] and row["blocks"] == 6 for row in summary)
 
@@ -266,6 +268,8 @@ def test_real_thinker_candidate_from_a_git_ref(omni_python, omni_repo, small_che
         "Qwen2ForCausalLM.embed_input_ids -> Qwen2Model.embed_input_ids "
         "-> VocabParallelEmbedding (TP=1)"
     )
+    checked = meta["code_fresh"]["checked_modules"]
+    assert QWEN2 in checked and VOCAB_EMBEDDING.rsplit(".", 1)[0] in checked
 
 
 # Per shim: the real classes a lookup must pass through, with the counting hooks'

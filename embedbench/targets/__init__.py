@@ -46,11 +46,16 @@ def qualified_name(obj: Any) -> str:
 
 def lookup_chain(language_model: nn.Module) -> list[nn.Module]:
     """The modules a text lookup passes through: the language model, each ``model``
-    below it, and last the ``embed_tokens`` module that holds the table."""
+    below it, and last the ``embed_tokens`` module that holds the table (the chain
+    ends early at a module that has neither)."""
     chain = [language_model]
-    while "embed_tokens" not in chain[-1]._modules:
-        chain.append(chain[-1].get_submodule("model"))
-    return [*chain, chain[-1].get_submodule("embed_tokens")]
+    while True:
+        children = chain[-1]._modules
+        if "embed_tokens" in children:
+            return [*chain, children["embed_tokens"]]
+        if "model" not in children:
+            return chain
+        chain.append(children["model"])
 
 
 def lm_metadata(lm_shim: str, language_model: nn.Module) -> dict[str, str]:
