@@ -7,6 +7,7 @@ the conftest's small checkpoint keep the whole module at well under a minute.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -92,3 +93,24 @@ def test_gpu_check_refuses_without_cuda(tmp_path: Path) -> None:
     assert "CUDA is not available" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_lm_shim_quick(small_checkpoint: Path, tmp_path: Path) -> None:
+    out = tmp_path / "lm_shim.json"
+    res = _run(
+        [
+            str(BENCH / "lm_shim.py"),
+            "--quick",
+            "--json",
+            str(out),
+            "--",
+            *("--model", str(small_checkpoint), "--cases", "text", "audio", "--allow-busy"),
+        ],
+        tmp_path,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert TABLE_RULE in res.stdout
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["shim"] for r in runs] == ["flat", "production"]
+    assert all(r["embedding_class"].endswith("ReferenceVocabEmbedding") for r in runs)
