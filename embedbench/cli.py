@@ -3,6 +3,10 @@
 Bad input ends with one line on stderr and exit code 2; a completed run with a
 failed validation, or a results dir that fails the gate, exits 1; an interrupted run
 exits 130.
+
+Only what the argument table needs is imported at start-up (no torch, pandas or scipy):
+each subcommand imports its own modules, so ``--help`` and a usage error answer at once
+and ``report``, ``validate`` and ``gate`` run where torch is not installed.
 """
 
 from __future__ import annotations
@@ -11,9 +15,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from embedbench import checkpoint
+from embedbench.cases import CASES
 from embedbench.config import (
     DEFAULT_BASELINE_REF,
     DEFAULT_PROCESSES,
@@ -26,17 +30,10 @@ from embedbench.config import (
     parse_int,
 )
 from embedbench.errors import EmbedbenchError
-from embedbench.gate import check_max_slowdown, gate_lines, gate_results
-from embedbench.report import (
-    busy_label,
-    pr_table,
-    statistics_table,
-    status_lines,
-    to_pr_markdown,
-)
-from embedbench.results import RunResult, inspect_results_dir, load_results, write_json_atomic
-from embedbench.scenarios import CASES
 from embedbench.windows import DEFAULT_WINDOW, PR, TIGHT
+
+if TYPE_CHECKING:
+    from embedbench.results import RunResult
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -173,6 +170,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def print_report(result: RunResult) -> None:
     """The PR table, then the statistics table, on stdout."""
+    from embedbench.report import (
+        busy_label,
+        pr_table,
+        statistics_table,
+        status_lines,
+        to_pr_markdown,
+    )
+
     print(to_pr_markdown(pr_table(result)))
     for line in status_lines(result):
         print(f"\n> {line}")
@@ -186,15 +191,18 @@ def print_report(result: RunResult) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)  # a bad argument is refused before torch is imported
     from embedbench.runner import run
 
-    result = run(config_from_args(args), progress=not args.no_progress)
+    result = run(config, progress=not args.no_progress)
     print_report(result)
     print(f"\nresults: {result.directory}")
     return EXIT_OK if result.all_valid else EXIT_INVALID
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from embedbench.results import load_results
+
     result = load_results(args.results_dir)
     print_report(result)
     if args.html:
@@ -205,11 +213,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from embedbench.results import inspect_results_dir
+
     print(f"ok: {args.results_dir} ({inspect_results_dir(args.results_dir).describe()})")
     return EXIT_OK
 
 
 def _cmd_gate(args: argparse.Namespace) -> int:
+    from embedbench.gate import check_max_slowdown, gate_lines, gate_results
+    from embedbench.results import load_results
+
     max_slowdown = check_max_slowdown(args.max_slowdown, "--max-slowdown")
     outcome = gate_results(load_results(args.results_dir), max_slowdown)
     print("\n".join(gate_lines(outcome)))
@@ -217,13 +230,14 @@ def _cmd_gate(args: argparse.Namespace) -> int:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
-    from embedbench.selftest import run_selftest
-
     checked = RunConfig(
         blocks=args.blocks, iterations=args.iterations, cpu_core=args.cpu_core, processes=1
     )
     delay = parse_float("--delay-us", args.delay_us, minimum=0.01)
     base = parse_float("--base-us", args.base_us, minimum=0.01)
+    from embedbench.results import write_json_atomic
+    from embedbench.selftest import run_selftest
+
     result = run_selftest(
         delay,
         base_us=base,
@@ -239,10 +253,14 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
+    hidden_size = parse_int("--hidden", args.hidden, minimum=1)
+    seed = parse_int("--seed", args.seed)
+    from embedbench import checkpoint
+
     path = checkpoint.write_synthetic_checkpoint(
         args.directory,
-        hidden_size=parse_int("--hidden", args.hidden, minimum=1),
-        seed=parse_int("--seed", args.seed),
+        hidden_size=hidden_size,
+        seed=seed,
         progress=lambda m: print(m, file=sys.stderr, flush=True),
     )
     print(path)

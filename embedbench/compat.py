@@ -22,10 +22,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from embedbench import summary
-from embedbench.scenarios import CASES
+from embedbench.cases import CASES, EXPECTED_LOOKUPS
 from embedbench.schema import ORIGINAL_FORMAT
 from embedbench.timing import METRIC_ORDER, TIMER_SCOPE
-from embedbench.validation import EXPECTED_LOOKUPS
 
 
 def _iso(value: Any) -> Any:

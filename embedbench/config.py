@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embedbench.cases import CASES, MIN_TOKENS
 from embedbench.errors import ConfigError
-from embedbench.scenarios import CASES, MIN_TOKENS
 from embedbench.windows import DEFAULT_WINDOW, MEASURABLE
 
 DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"

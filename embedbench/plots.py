@@ -16,8 +16,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from embedbench import report
+from embedbench.cases import CASE_LABELS
 from embedbench.results import RunResult
-from embedbench.scenarios import CASE_LABELS
 
 COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2"}
 VARIANTS = ("baseline", "fixed")

@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from embedbench import stats, sysinfo, windows
+from embedbench.cases import CASE_LABELS, CASES
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.results import RunResult, load_results
-from embedbench.scenarios import CASE_LABELS, CASES
 from embedbench.schema import ORIGINAL_FORMAT
 from embedbench.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 

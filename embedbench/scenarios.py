@@ -15,21 +15,13 @@ from typing import Any
 
 import torch
 
+# The case names, labels and MIN_TOKENS live in the torch-free embedbench.cases (the
+# report side needs them); importable from here as before.
+from embedbench.cases import CASE_LABELS as CASE_LABELS
+from embedbench.cases import CASES as CASES
+from embedbench.cases import MIN_TOKENS as MIN_TOKENS
 from embedbench.errors import ConfigError
 
-CASES: tuple[str, ...] = ("text", "audio", "image", "video", "mixed", "interleaved")
-
-CASE_LABELS: dict[str, str] = {
-    "text": "Text",
-    "audio": "Audio",
-    "image": "Image",
-    "video": "Video",
-    "mixed": "Audio + image + video",
-    "interleaved": "Interleaved audio/video",
-}
-
-# The original refuses shorter inputs: the mixed layout ends at position 292.
-MIN_TOKENS = 300
 # First placeholder position; the text before it stands in for the chat prefix.
 PLACEHOLDER_START = 44
 # Text tokens between two non-interleaved placeholder runs.

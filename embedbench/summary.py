@@ -11,8 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from embedbench import diagnostics, stats
-from embedbench.scenarios import CASE_LABELS
-from embedbench.targets import VARIANTS
+from embedbench.cases import CASE_LABELS, VARIANTS
 
 Record = dict[str, Any]
 

@@ -20,9 +20,10 @@ import sys
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used: the report side runs without it
+    import torch
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 PROC_CPUINFO = Path("/proc/cpuinfo")
@@ -97,10 +98,16 @@ def package_version(name: str) -> str | None:
 
 def versions() -> dict[str, str | None]:
     """Versions that matter to the numbers."""
+    try:
+        import torch
+    except ImportError:  # the report side, re-rendering on a machine without torch
+        torch_version, cuda = package_version("torch"), None
+    else:
+        torch_version, cuda = torch.__version__, torch.version.cuda
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
+        "torch": torch_version,
+        "cuda": cuda,
         "embedbench": package_version("embedbench"),
         "safetensors": package_version("safetensors"),
         "numpy": package_version("numpy"),
@@ -124,6 +131,8 @@ def allowed_environment(environ: Mapping[str, str] | None = None) -> dict[str, s
 def device_name(device: torch.device) -> str:
     """A human name for the device that runs the lookups."""
     if device.type == "cuda":
+        import torch
+
         return torch.cuda.get_device_name(device)
     return cpu_model() or "cpu"
 
@@ -308,6 +317,8 @@ def memory_placement(table: torch.Tensor) -> dict[str, Any]:
 
 def gpu_facts(device: str | torch.device) -> dict[str, Any] | None:
     """Name and compute capability of a CUDA device, or None for other devices."""
+    import torch
+
     dev = torch.device(device)
     if dev.type != "cuda" or not torch.cuda.is_available():
         return None
@@ -323,6 +334,8 @@ def provenance(
     key: str,
 ) -> dict[str, Any]:
     """Everything needed to trace a number back to its machine, software and checkpoint."""
+    import torch
+
     source, read_mhz = cpu_frequency_reader(cpu_core)
     dev = torch.device(device)
     try:

@@ -13,15 +13,11 @@ from typing import Any
 
 import torch
 
-from embedbench.scenarios import CASES, Scenario, call_variant
-from embedbench.targets import VARIANTS, Target
-
-# Text lookups per call (SPEC §2): the text case delegates to the parent's single
-# lookup in both forms; every multimodal case costs the baseline a second one.
-EXPECTED_LOOKUPS: dict[str, dict[str, int]] = {
-    case: ({"baseline": 1, "fixed": 1} if case == "text" else {"baseline": 2, "fixed": 1})
-    for case in CASES
-}
+# EXPECTED_LOOKUPS (SPEC §2) lives in the torch-free embedbench.cases; importable from here.
+from embedbench.cases import EXPECTED_LOOKUPS as EXPECTED_LOOKUPS
+from embedbench.cases import VARIANTS
+from embedbench.scenarios import Scenario, call_variant
+from embedbench.targets import Target
 
 _ATTRIBUTE = "embed_input_ids"
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-VARIANTS: tuple[str, str] = ("baseline", "fixed")
+from embedbench.cases import VARIANTS as VARIANTS  # torch-free home; importable from here
 
 # f(input_ids, multimodal_embeddings=None, *, is_multimodal=None) -> inputs_embeds
 EmbedFn = Callable[..., torch.Tensor]
