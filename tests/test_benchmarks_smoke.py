@@ -43,6 +43,7 @@ SCRIPTS = {
     "overhead": ["--calls", "2000"],
     "loading": ["--hidden", "32", "--modes", "embedbench", "--caches", "cold"],
     "profile_cases": ["--hidden", "32", "--cases", "text", "interleaved"],
+    "cli_startup": [],
 }
 
 
