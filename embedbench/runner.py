@@ -657,16 +657,36 @@ def _events(proc: subprocess.Popen, stop: StopFlag) -> Iterator[Event]:
 
 @dataclass
 class PairedResult:
-    """The outcome of ``paired_benchmark``."""
+    """The outcome of ``paired_benchmark``: the paired summary plus the raw records.
 
-    host_us: dict[str, float]
-    reduction_pct: float
-    reduction_ci95_pct: tuple[float, float]
-    verdict: str
+    ``host_us``, ``reduction_pct``, ``reduction_ci95_pct`` and ``verdict`` read through
+    to ``summary`` (the one place they are computed).
+    """
+
+    summary: stats.PairSummary
     seed: int
     records: list[BlockRecord] = field(repr=False)
     timer_floor: list[BlockRecord] = field(repr=False)
-    statistics: stats.PairSummary | None = field(default=None, repr=False)
+
+    @property
+    def host_us(self) -> dict[str, float]:
+        """Median of block medians per variant."""
+        return self.summary.host_us
+
+    @property
+    def reduction_pct(self) -> float:
+        """100 × (1 − fixed / baseline)."""
+        return self.summary.reduction_pct
+
+    @property
+    def reduction_ci95_pct(self) -> tuple[float, float]:
+        """The interval of the reduction (its level is ``summary.interval.level``)."""
+        return self.summary.reduction_ci95_pct
+
+    @property
+    def verdict(self) -> str:
+        """faster, slower or no detectable difference."""
+        return self.summary.verdict
 
 
 def paired_benchmark(
@@ -730,13 +750,4 @@ def paired_benchmark(
             window=checked.timing_window,
         )
     pair = summary.summarize_records([r.to_json() for r in records])
-    return PairedResult(
-        pair.host_us,
-        pair.reduction_pct,
-        pair.reduction_ci95_pct,
-        pair.verdict,
-        schedule_seed,
-        records,
-        floor,
-        pair,
-    )
+    return PairedResult(pair, schedule_seed, records, floor)

@@ -154,7 +154,7 @@ def _recovery_check(
     name: str, pair: Any, truth_us: float, widen_us: float, tolerance: float
 ) -> Check:
     judged = evaluate(
-        pair.statistics.host_us,
+        pair.summary.host_us,
         pair.reduction_ci95_pct,
         truth_us,
         resolution_us=widen_us,
@@ -291,7 +291,7 @@ def run_selftest(
         wall = carriers.difference_us(slept, light).difference_us
     off_cpu = pair(slept, light, 2)
     host, cpu = _column_medians(off_cpu, 0), _column_medians(off_cpu, 1)
-    recovered = off_cpu.statistics.host_us["baseline"] - off_cpu.statistics.host_us["fixed"]
+    recovered = off_cpu.host_us["baseline"] - off_cpu.host_us["fixed"]
     error = (recovered - wall) / wall
     checks.append(
         Check(
