@@ -31,6 +31,7 @@ from scipy import stats as sps
 
 from embedbench import stats
 from embedbench.blocks import HOST, BlockTable, block_table
+from embedbench.jsonvalues import plain
 
 ALPHA = 0.05
 MAD_SCALE = 1.4826  # makes the MAD a consistent estimator of a normal sd
@@ -41,25 +42,10 @@ BASELINE = "baseline"
 FIXED = "fixed"
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 class _JsonMixin:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (tuples as lists, non-finite floats as None)."""
-        return _clean(asdict(self))  # type: ignore[call-overload]
+        return plain(asdict(self))  # type: ignore[call-overload]
 
 
 def _finite_or_none(x: float) -> float | None:
