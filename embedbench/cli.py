@@ -27,6 +27,7 @@ from embedbench.config import (
 )
 from embedbench.errors import EmbedbenchError
 from embedbench.gate import check_max_slowdown, gate_lines, gate_results
+from embedbench.markdown import frame_markdown
 from embedbench.report import (
     busy_label,
     pr_table,
@@ -179,7 +180,7 @@ def print_report(result: RunResult) -> None:
     if busy_label(result):
         print(f"\n> {busy_label(result)}")
     print()
-    print(statistics_table(result).to_markdown(index=False))
+    print(frame_markdown(statistics_table(result)))
     failed = [r for r in result.validation if not r.get("ok")]
     for row in failed:
         print(f"VALIDATION FAILED: {row['case']} @ {row['tokens']} tokens: {row.get('mismatch')}")

@@ -19,13 +19,14 @@ import pandas as pd
 from embedbench import stats, sysinfo, windows
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
+from embedbench.markdown import frame_markdown
 from embedbench.results import RunResult, load_results
 from embedbench.scenarios import CASE_LABELS, CASES
 from embedbench.schema import ORIGINAL_FORMAT
 from embedbench.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
-PR_ALIGN = ("---", "---:", "---:", "---:")
+PR_ALIGN = "lrrr"
 
 
 NOT_MEASURED = "not measured"
@@ -104,9 +105,7 @@ def to_pr_markdown(table: pd.DataFrame) -> str:
     pandas' ``to_markdown`` pads cells and writes ``|:---|`` alignment rows; the
     PR's text is unpadded with ``| --- | ---: |``, so this writes it directly.
     """
-    lines = ["| " + " | ".join(table.columns) + " |", "| " + " | ".join(PR_ALIGN) + " |"]
-    lines += ["| " + " | ".join(str(v) for v in values) + " |" for values in table.values]
-    return "\n".join(lines)
+    return frame_markdown(table, align=PR_ALIGN)
 
 
 def _interval(ci: Any) -> str:
