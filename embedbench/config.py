@@ -79,10 +79,13 @@ def _as_bool(name: str, value: Any) -> bool:
 
 
 def parse_list(name: str, value: Any) -> list[Any]:
-    """A list from a scalar, a sequence, or a string like '[512, 1172]' / '512 1172'."""
+    """A list from a scalar, a sequence, or a string like '[512, 1172]', '512 1172',
+    '512,1172' or '[text, audio]'."""
     if isinstance(value, str):
         parsed = _parse_literal(value)
         if isinstance(parsed, str):
+            if parsed.startswith("[") and parsed.endswith("]"):  # YAML-like: [text, audio]
+                parsed = parsed[1:-1]
             parts = parsed.replace(",", " ").split()
             parsed = [_parse_literal(p) for p in parts]
         value = parsed
@@ -144,20 +147,14 @@ _CASE_NAMES = {_case_key(n): n for n in CASES} | {_case_key(v): k for k, v in CA
 class RunConfig:
     """Every parameter of a run; build with keyword arguments (strings are coerced)."""
 
-    model: str | None = _param(
-        None, "checkpoint dir; unset: the embedded synthetic default (built once, cached)"
-    )
+    model: str | None = _param(None, "checkpoint dir; unset: the embedded synthetic default")
     target: str = _param("reference", "reference (built-in replica) or vllm-omni (needs repo)")
     repo: str | None = _param(None, "vLLM-Omni git checkout for target vllm-omni")
     baseline_ref: str = _param(DEFAULT_BASELINE_REF, "baseline git ref")
     candidate_ref: str = _param(WORKTREE, "candidate git ref, or WORKTREE (the checkout as is)")
     cpu_core: int | None = _param(None, "core to pin; unset: the lowest allowed core")
-    lengths: tuple[int, ...] = _param(
-        (1172,), "token counts, each at least 300 (512 1172, 512,1172 or [512, 1172])"
-    )
-    cases: tuple[str, ...] = _param(
-        CASES, f"cases to measure, of {', '.join(CASES)} (any letter case, or the labels)"
-    )
+    lengths: tuple[int, ...] = _param((1172,), "token counts, each at least 300")
+    cases: tuple[str, ...] = _param(CASES, "to measure (names or report labels, any case)")
     warmup: int = _param(50, "warm-up calls per variant")
     blocks: int = _param(20, "paired blocks")
     iterations: int = _param(20, "calls per variant per block")
@@ -167,22 +164,19 @@ class RunConfig:
     overwrite: bool = _param(False, "replace results already in the output dir")
     allow_busy: bool = _param(False, "measure even on a busy core (results are labelled)")
     aa_check: bool = _param(
-        False, "also time each case's baseline against itself (A/A noise floor)", cli="--aa"
+        False, "also time each baseline against itself (A/A noise floor)", cli="--aa"
     )
     processes: int = _param(
         DEFAULT_PROCESSES,
-        "fresh worker processes the blocks are spread over; 1: the original single-process design",
+        "fresh worker processes the blocks are spread over; 1: one process",
     )
     timing_window: str = _param(
         DEFAULT_WINDOW,
-        f"where the clock reads sit: {PR} (the PR script's; host latency includes the two "
-        f"thread-clock reads) or {TIGHT} (reads outside the wall window)",
+        f"{PR} (the PR script's clock order) or {TIGHT} (reads outside the wall window)",
     )
     lm_shim: str = _param(
         "flat",
-        "language model around the table: flat (embed_input_ids -> embed_tokens, the PR "
-        "script's) or production (Qwen2ForCausalLM -> Qwen2Model -> embed_tokens, the served "
-        "call depth)",
+        "flat (the PR script's lookup) or production (served call depth)",
         metavar="{" + ",".join(LM_SHIMS) + "}",
     )
 
