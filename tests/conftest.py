@@ -13,6 +13,10 @@ SMALL_HIDDEN = 32
 # Runs take a host-wide lock; a private lock dir keeps this test session (and the
 # subprocesses it starts) from colliding with another session on the same machine.
 os.environ["EMBEDBENCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="embedbench-test-lock-")
+# Short guard windows (contention and iowait; default 0.25 s, 0.1 s between workers):
+# runs under test are --allow-busy or checked against fakes, so they need not sleep a
+# second per run. Tests of the windows themselves pass them explicitly or unset this.
+os.environ["EMBEDBENCH_CONTENTION_WINDOW_S"] = "0.02"
 
 
 @pytest.fixture(scope="session")
