@@ -174,6 +174,7 @@ BUSY_LOOP = (
 REAL_WINDOW = CONTENTION_WINDOW_S
 
 
+@pytest.mark.e2e  # seconds: see TIERS in conftest.py
 def test_real_busy_process_is_refused_and_an_idle_core_accepted():
     cores = allowed_cores()
     if len(cores) < 2:
