@@ -3,8 +3,6 @@
 import ast
 import dataclasses
 import json
-import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +15,7 @@ from embedbench.config import RunConfig
 from embedbench.results import RESULT_FILES
 from embedbench.scenarios import CASES
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 # Every RunConfig field is a run.ipynb parameter (one list, in config.py).
 RUN_PARAMS = [f.name for f in dataclasses.fields(RunConfig) if f.name != "extra"]
 COMPARE_PARAMS = ["results_dirs", "include_reference", "max_slowdown_pct", "allow_mixed_windows"]
@@ -259,12 +256,16 @@ def test_committed_notebooks_match_their_source_script():
 
 def test_the_readmes_html_path_loads_nothing_from_the_network(small_run_dir, tmp_path):
     """The README's nbconvert line (and make's) on an executed notebook: no remote script."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    import re
+    import shlex
+
+    root = NOTEBOOKS.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
     [line] = [ln for ln in readme.splitlines() if ln.startswith("jupyter nbconvert --to html")]
     argv = shlex.split(line.split("#")[0])
     assert argv[-1].endswith(".ipynb") and "--template-file" in argv
     template = argv[argv.index("--template-file") + 1]
-    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
     assert f"--template-file {template}" in makefile  # make run/report/compare: the same
 
     executed = tmp_path / "report.ipynb"
@@ -273,7 +274,7 @@ def test_the_readmes_html_path_loads_nothing_from_the_network(small_run_dir, tmp
         [sys.executable, "-m", "jupyter", *argv[1:-1], str(executed)],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=root,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
