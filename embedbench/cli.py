@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -63,7 +64,7 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``embedbench`` argument parser."""
-    parser = _Parser(prog="embedbench", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="embedbench", formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run_parser(sub)
     rep = sub.add_parser("report", help="print the PR-format table of a results dir")
@@ -105,7 +106,25 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("directory")
     syn.add_argument("--hidden", default="3584", help="hidden size (default 3584, the 7B's)")
     syn.add_argument("--seed", default="7451", help="seed of the embedding values")
+    parser.description, parser.epilog = _top_level_help(list(sub.choices))
     return parser
+
+
+def _top_level_help(commands: list[str]) -> tuple[str, str]:
+    """Plain-text description (every subcommand, by name) and epilog (the exit codes),
+    wrapped without breaking a command name at its hyphen."""
+    names = f"{', '.join(commands[:-1])} and {commands[-1]}"
+    description = (
+        "Paired host-latency microbenchmark and report kit for vLLM-Omni PR #7477 "
+        f"(Qwen2.5-Omni embed_input_ids). Commands: {names}; "
+        "embedbench COMMAND --help describes each."
+    )
+    epilog = (
+        "Exit codes: 0 done; 1 a failed validation, gate or self-test; 2 bad input or a "
+        "refused run (one line on stderr); 130 interrupted."
+    )
+    fill = textwrap.TextWrapper(width=79, break_on_hyphens=False)
+    return fill.fill(description), fill.fill(epilog)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:

@@ -37,7 +37,7 @@ from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.hostlock import HostLock, host_lock
 from embedbench.interrupts import RunInterrupted, StopFlag, stop_requests
-from embedbench.ioguard import IoReading, wait_for_quiet_io
+from embedbench.ioguard import IoReading, guard_window_s, wait_for_quiet_io
 from embedbench.isolation import (
     ContentionReading,
     allowed_cores,
@@ -62,6 +62,7 @@ from embedbench.timing import (
 Log = Callable[[str], None]
 # The guards' sampling window between workers or cases: 2 × 0.1 s of /proc/stat still
 # spans 50 clock ticks at HZ=250, enough to tell a busy core from a quiet one.
+# EMBEDBENCH_CONTENTION_WINDOW_S replaces it, as every guard window (ioguard.guard_window_s).
 RECHECK_WINDOW_S = 0.1
 # The modules whose embedbench imports make up the run's pipeline in this process.
 PIPELINE_MODULES = ("embedbench.runner", "embedbench.measure")
@@ -470,7 +471,7 @@ class _Collector:
         """The guards again, with shorter windows than before the run (they run between
         every two workers): I/O, then the core; either refuses the rest of the run."""
         allow_busy = self.prepared.config.allow_busy
-        window = RECHECK_WINDOW_S
+        window = guard_window_s(RECHECK_WINDOW_S)
         io = wait_for_quiet_io(allow_busy=allow_busy, iowait_window_s=window, log=self.log)
         reading = check_contention(
             self.prepared.cpu_core, allow_busy=allow_busy, candidates=self.affinity, window_s=window

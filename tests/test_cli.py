@@ -235,3 +235,17 @@ def test_selftest_command_prints_a_line_and_writes_json(tmp_path):
     assert result["design"]["delay_us"] == 50.0 and result["design"]["blocks"] == 8
     assert len(result["checks"]) == 5 and len(proc.stdout.strip().splitlines()) == 6
     assert (proc.returncode == 0) == result["passed"]
+
+
+@pytest.mark.unit
+def test_top_level_help_is_plain_text_and_names_every_subcommand(capsys):
+    parser = build_parser()
+    commands = list(parser._subparsers._group_actions[0].choices)
+    assert {"run", "report", "validate", "gate", "selftest", "synth-checkpoint"} <= set(commands)
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    description = out[out.index("\n\n") : out.index("positional arguments")]
+    assert "``" not in out and "`" not in description
+    words = description.replace(",", " ").replace(";", " ").split()
+    assert all(command in words for command in commands), description  # unbroken names
+    assert "Exit codes: 0" in out and "130 interrupted" in out

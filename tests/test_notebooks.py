@@ -287,3 +287,35 @@ def test_committed_notebooks_match_their_source_script():
         [sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_readmes_html_path_loads_nothing_from_the_network(small_run_dir, tmp_path):
+    """The README's nbconvert line (and make's) on an executed notebook: no remote script."""
+    import re
+    import shlex
+
+    root = NOTEBOOKS.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    [line] = [ln for ln in readme.splitlines() if ln.startswith("jupyter nbconvert --to html")]
+    argv = shlex.split(line.split("#")[0])
+    assert argv[-1].endswith(".ipynb") and "--template-file" in argv
+    template = argv[argv.index("--template-file") + 1]
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+    assert f"--template-file {template}" in makefile  # make run/report/compare: the same
+
+    executed = tmp_path / "report.ipynb"
+    _assert_clean(_execute("report.ipynb", executed, results_dir=str(small_run_dir)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", *argv[1:-1], str(executed)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    page = executed.with_suffix(".html").read_text(encoding="utf-8")
+    assert PR_HEADER in page and 'src="data:image/png;base64,' in page
+    remote = re.findall(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page, flags=re.I)
+    assert not remote, remote
+    assert not re.search(r"""import\s*\(\s*["']https?://""", page)  # no module import
+    assert "cdnjs" not in page and "require.min.js" not in page and "mathjax" not in page.lower()
