@@ -6,8 +6,18 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.embedbench-installed
+# Executed notebooks and their HTML: git-ignored (under embedbench-results/), one per call.
+NB_OUT ?= embedbench-results/notebooks
+# JUPYTER_PATH makes "python3" the venv's kernel even if ~/.local has another.
+PAPERMILL := JUPYTER_PATH=$(VENV)/share/jupyter $(VENV)/bin/papermill
+# Offline HTML: the lab template without require.js, MathJax or mermaid from a CDN.
+NBCONVERT := JUPYTER_PATH=$(VENV)/share/jupyter $(VENV)/bin/jupyter nbconvert --to html \
+	--no-input --template-file scripts/offline.html.j2
+NOW = $$(date -u +%Y%m%dT%H%M%SZ)
+comma := ,
+space := $(subst ,, )
 
-.PHONY: setup run test lint clean
+.PHONY: setup run report compare test test-unit lint clean
 
 setup: $(STAMP)
 
@@ -19,16 +29,44 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job: run.ipynb through papermill on the embedded default, then HTML.
-# JUPYTER_PATH makes "python3" the venv's kernel even if ~/.local has another.
 run: setup
-	JUPYTER_PATH=$(VENV)/share/jupyter $(VENV)/bin/papermill notebooks/run.ipynb out.ipynb
-	JUPYTER_PATH=$(VENV)/share/jupyter $(VENV)/bin/jupyter nbconvert --to html --no-input out.ipynb
-	@echo "open out.ipynb (JupyterLab) or out.html (any browser)"
+	@mkdir -p $(NB_OUT)
+	@nb=$(NB_OUT)/run-$(NOW); set -ex; \
+	$(PAPERMILL) notebooks/run.ipynb $$nb.ipynb; \
+	$(NBCONVERT) $$nb.ipynb; \
+	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser);" \
+	"the results are in the newest directory under embedbench-results/"
 
-test: setup
+# Re-render an existing run: make report DIR=embedbench-results/<UTC time> (default: newest).
+report: setup
+	@mkdir -p $(NB_OUT)
+	@nb=$(NB_OUT)/report-$(NOW); set -ex; \
+	$(PAPERMILL) notebooks/report.ipynb $$nb.ipynb $(if $(DIR),-p results_dir "$(DIR)"); \
+	$(NBCONVERT) $$nb.ipynb; \
+	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser)"
+
+# Side by side: make compare DIRS="embedbench-results/A /tmp/omni-h100" (with the PR's table).
+compare: setup
+	@test -n "$(strip $(DIRS))" || { echo 'usage: make compare DIRS="DIR1 DIR2"' >&2; exit 2; }
+	@mkdir -p $(NB_OUT)
+	@nb=$(NB_OUT)/compare-$(NOW); set -ex; \
+	$(PAPERMILL) notebooks/compare.ipynb $$nb.ipynb \
+		-y "results_dirs: [$(subst $(space),$(comma) ,$(patsubst %,'%',$(strip $(DIRS))))]"; \
+	$(NBCONVERT) $$nb.ipynb; \
+	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser)"
+
+# Everything (CI): ruff, then every tier, including the vLLM-Omni CPU venv's integration
+# tests (the first time, a 2.5 GB venv is built in the cache; progress goes to stderr).
+test: setup lint
+	$(PY) -m pytest -q
+
+# The fast tier: ruff and the unit tests (no run of the harness; well under a minute).
+test-unit: setup lint
+	$(PY) -m pytest -q -m unit
+
+lint: setup
 	$(PY) -m ruff check embedbench tests scripts benchmarks
 	$(PY) -m ruff format --check embedbench tests scripts benchmarks
-	$(PY) -m pytest -q
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

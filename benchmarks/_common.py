@@ -242,14 +242,11 @@ def fmt(value: Any, digits: int = 2) -> str:
 def markdown_table(
     headers: Sequence[str], rows: Iterable[Sequence[Any]], *, align: str | None = None
 ) -> str:
-    """A GitHub markdown table; ``align`` is one char per column (l or r), default l then r."""
-    rows = [list(r) for r in rows]
-    align = align or ("l" + "r" * (len(headers) - 1))
-    rule = ["---" if a == "l" else "---:" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(rule) + " |"]
-    for row in rows:
-        lines.append("| " + " | ".join(fmt(c) if not isinstance(c, str) else c for c in row) + " |")
-    return "\n".join(lines)
+    """``embedbench.markdown.markdown_table`` with non-string cells through ``fmt``."""
+    from embedbench.markdown import markdown_table as write
+
+    cells = ([c if isinstance(c, str) else fmt(c) for c in row] for row in rows)
+    return write(headers, cells, align=align)
 
 
 # --------------------------------------------------------------------------- numbers

@@ -47,7 +47,7 @@ def _wrapper_carrier(
         allow_busy=True,
         **design,
     )
-    pair = res.statistics
+    pair = res.summary
     floor = [[s[0] for s in r.samples_us] for r in res.timer_floor]
     resolution = stats.median_of_block_medians(floor)
     out = evaluate(pair.host_us, pair.reduction_ci95_pct, delay, resolution_us=resolution)

@@ -30,6 +30,7 @@ import torch
 from safetensors.torch import save_file
 
 from embedbench.errors import CheckpointError, ConfigError, one_line
+from embedbench.safetensors_header import read_header
 
 EMBEDDING_KEY = "thinker.model.embed_tokens.weight"
 INDEX_NAME = "model.safetensors.index.json"
@@ -211,7 +212,7 @@ def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLoc
     shard, via_index = _find_shard(path)
     try:
         with _open_random(shard) as fd:
-            header = _read_header(fd)
+            header = read_header(fd)
     except (OSError, ValueError) as exc:
         raise _fail(
             f"checkpoint {path}: {shard.name} is not a readable safetensors file "
@@ -245,7 +246,6 @@ def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLoc
 
 
 _READ_CHUNK = 64 * 2**20
-_MAX_HEADER = 100 * 2**20
 
 
 @contextlib.contextmanager
@@ -261,32 +261,6 @@ def _open_random(path: Path) -> Iterator[int]:
         os.close(fd)
 
 
-def _read_header(fd: int) -> dict[str, Any]:
-    """The safetensors header: tensor name -> {dtype, shape, data_offsets (absolute)}.
-
-    Checks what a reader relies on (a sane length, a JSON object, every data range
-    inside the file) and raises ValueError otherwise.
-    """
-    size = os.fstat(fd).st_size
-    if size < 8:
-        raise ValueError(f"{size} bytes, too short for a header")
-    header_len = int.from_bytes(os.pread(fd, 8, 0), "little")
-    if header_len > min(size - 8, _MAX_HEADER):
-        raise ValueError(f"header length {header_len} does not fit a {size}-byte file")
-    header = json.loads(os.pread(fd, header_len, 8))
-    if not isinstance(header, dict):
-        raise ValueError("the header is not a JSON object")
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = (8 + header_len + int(n) for n in entry["data_offsets"])
-        if not begin <= end <= size:
-            raise ValueError(f"{name}'s data lies past the end of the file (truncated?)")
-        tensors[name] = {"dtype": entry["dtype"], "shape": entry["shape"], "range": (begin, end)}
-    return tensors
-
-
 def _read_tensor_range(shard: Path, key: str) -> torch.Tensor:
     """Read exactly ``key``'s bytes (a bf16 tensor) from a safetensors file into CPU memory.
 
@@ -295,7 +269,7 @@ def _read_tensor_range(shard: Path, key: str) -> torch.Tensor:
     page in.
     """
     with _open_random(shard) as fd:
-        entry = _read_header(fd)[key]
+        entry = read_header(fd)[key]
         table = torch.empty(entry["shape"], dtype=torch.bfloat16)
         begin, end = entry["range"]
         if end - begin != table.numel() * table.element_size():

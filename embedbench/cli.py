@@ -13,24 +13,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from embedbench.cases import CASES
-from embedbench.config import (
-    DEFAULT_BASELINE_REF,
-    DEFAULT_PROCESSES,
-    DEVICES,
-    LM_SHIMS,
-    TARGETS,
-    WORKTREE,
-    RunConfig,
-    parse_float,
-    parse_int,
-)
+from embedbench.config import RunConfig, cli_flag, parse_float, parse_int
 from embedbench.errors import EmbedbenchError
-from embedbench.windows import DEFAULT_WINDOW, PR, TIGHT
+from embedbench.markdown import frame_markdown
 
 if TYPE_CHECKING:
     from embedbench.results import RunResult
@@ -49,55 +40,28 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_run_parser(sub: argparse._SubParsersAction) -> None:
+    """One option per RunConfig field, spelled and documented by the field (config.py)."""
     p = sub.add_parser("run", help="measure baseline vs fixed embed_input_ids")
-    p.add_argument("--model", help="Qwen2.5-Omni checkpoint dir (default: synthetic, cached)")
-    p.add_argument("--target", default="reference", help=f"one of {', '.join(TARGETS)}")
-    p.add_argument("--repo", help="vLLM-Omni checkout (target vllm-omni)")
-    p.add_argument("--baseline-ref", default=DEFAULT_BASELINE_REF, help="git ref of the baseline")
-    p.add_argument("--candidate-ref", default=WORKTREE, help="git ref or WORKTREE")
-    p.add_argument("--cpu-core", help="core to pin (default: lowest allowed core)")
-    p.add_argument("--lengths", nargs="+", default=["1172"], help="token counts (>= 300)")
-    p.add_argument("--cases", nargs="+", default=list(CASES), help=f"of {', '.join(CASES)}")
-    p.add_argument("--warmup", default="50", help="warm-up calls per variant")
-    p.add_argument("--blocks", default="20", help="paired blocks")
-    p.add_argument("--iterations", default="20", help="calls per variant per block")
-    p.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICES)}")
-    p.add_argument("--seed", default="0", help="seed of the block order")
-    p.add_argument(
-        "--processes",
-        default=str(DEFAULT_PROCESSES),
-        help=f"fresh worker processes the blocks are spread over (default {DEFAULT_PROCESSES}; "
-        "1: the original single-process design)",
-    )
-    p.add_argument(
-        "--timing-window",
-        default=DEFAULT_WINDOW,
-        help=f"where the clock reads sit: {PR} (default, the PR script's: host latency includes "
-        f"the two thread-clock reads) or {TIGHT} (reads outside the wall window)",
-    )
-    p.add_argument(
-        "--lm-shim",
-        default="flat",
-        metavar="{" + ",".join(LM_SHIMS) + "}",
-        help="language model around the table: flat (embed_input_ids -> embed_tokens, the "
-        "PR script's; default) or production (Qwen2ForCausalLM -> Qwen2Model -> "
-        "embed_tokens, the served call depth)",
-    )
-    p.add_argument("--output-dir", help="results dir (default: ./embedbench-results/<UTC time>)")
-    p.add_argument("--overwrite", action="store_true", help="replace results in --output-dir")
-    p.add_argument("--allow-busy", action="store_true", help="measure on a busy core anyway")
-    p.add_argument(
-        "--aa",
-        dest="aa_check",
-        action="store_true",
-        help="also time each case's baseline against itself (A/A noise floor)",
-    )
+    for param in fields(RunConfig):
+        help_ = param.metadata["help"]
+        if param.default is not None and param.default is not False:
+            shown = param.default
+            shown = " ".join(map(str, shown)) if isinstance(shown, tuple) else shown
+            help_ += f" (default: {shown})"
+        options: dict[str, Any] = {"dest": param.name, "default": param.default, "help": help_}
+        if param.type == "bool":
+            options["action"] = "store_true"
+        elif param.type.startswith("tuple["):
+            options["nargs"] = "+"
+        if "metavar" in param.metadata:
+            options["metavar"] = param.metadata["metavar"]
+        p.add_argument(cli_flag(param), **options)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``embedbench`` argument parser."""
-    parser = _Parser(prog="embedbench", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="embedbench", formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run_parser(sub)
     rep = sub.add_parser("report", help="print the PR-format table of a results dir")
@@ -139,33 +103,30 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("directory")
     syn.add_argument("--hidden", default="3584", help="hidden size (default 3584, the 7B's)")
     syn.add_argument("--seed", default="7451", help="seed of the embedding values")
+    parser.description, parser.epilog = _top_level_help(list(sub.choices))
     return parser
+
+
+def _top_level_help(commands: list[str]) -> tuple[str, str]:
+    """Plain-text description (every subcommand, by name) and epilog (the exit codes),
+    wrapped without breaking a command name at its hyphen."""
+    names = f"{', '.join(commands[:-1])} and {commands[-1]}"
+    description = (
+        "Paired host-latency microbenchmark and report kit for vLLM-Omni PR #7477 "
+        f"(Qwen2.5-Omni embed_input_ids). Commands: {names}; "
+        "embedbench COMMAND --help describes each."
+    )
+    epilog = (
+        "Exit codes: 0 done; 1 a failed validation, gate or self-test; 2 bad input or a "
+        "refused run (one line on stderr); 130 interrupted."
+    )
+    fill = textwrap.TextWrapper(width=79, break_on_hyphens=False)
+    return fill.fill(description), fill.fill(epilog)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The RunConfig for ``embedbench run`` arguments."""
-    return RunConfig(
-        model=args.model,
-        target=args.target,
-        repo=args.repo,
-        baseline_ref=args.baseline_ref,
-        candidate_ref=args.candidate_ref,
-        cpu_core=args.cpu_core,
-        lengths=args.lengths,
-        cases=args.cases,
-        warmup=args.warmup,
-        blocks=args.blocks,
-        iterations=args.iterations,
-        device=args.device,
-        seed=args.seed,
-        output_dir=args.output_dir,
-        overwrite=args.overwrite,
-        allow_busy=args.allow_busy,
-        aa_check=args.aa_check,
-        processes=args.processes,
-        timing_window=args.timing_window,
-        lm_shim=args.lm_shim,
-    )
+    return RunConfig(**{param.name: getattr(args, param.name) for param in fields(RunConfig)})
 
 
 def _import_jsonschema() -> None:
@@ -203,7 +164,7 @@ def print_report(result: RunResult) -> None:
     if busy_label(result):
         print(f"\n> {busy_label(result)}")
     print()
-    print(statistics_table(result).to_markdown(index=False))
+    print(frame_markdown(statistics_table(result)))
     failed = [r for r in result.validation if not r.get("ok")]
     for row in failed:
         print(f"VALIDATION FAILED: {row['case']} @ {row['tokens']} tokens: {row.get('mismatch')}")

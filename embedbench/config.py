@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedbench.cases import CASES, MIN_TOKENS
+from embedbench.cases import CASE_LABELS, CASES, MIN_TOKENS
 from embedbench.errors import ConfigError
-from embedbench.windows import DEFAULT_WINDOW, MEASURABLE
+from embedbench.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 
 DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"
 WORKTREE = "WORKTREE"
@@ -78,10 +79,13 @@ def _as_bool(name: str, value: Any) -> bool:
 
 
 def parse_list(name: str, value: Any) -> list[Any]:
-    """A list from a scalar, a sequence, or a string like '[512, 1172]' / '512 1172'."""
+    """A list from a scalar, a sequence, or a string like '[512, 1172]', '512 1172',
+    '512,1172' or '[text, audio]'."""
     if isinstance(value, str):
         parsed = _parse_literal(value)
         if isinstance(parsed, str):
+            if parsed.startswith("[") and parsed.endswith("]"):  # YAML-like: [text, audio]
+                parsed = parsed[1:-1]
             parts = parsed.replace(",", " ").split()
             parsed = [_parse_literal(p) for p in parts]
         value = parsed
@@ -99,32 +103,82 @@ def _optional_str(value: Any) -> str | None:
     return text or None
 
 
+def _param(default: Any, help: str, **spelling: str) -> Any:
+    """A parameter field: its default and one-line help, shared by the CLI (``--help``)
+    and the notebooks (the parameters cell, ``papermill --help-notebook``).
+
+    ``spelling`` overrides how the CLI spells it: ``cli`` the flag (default: the name
+    with dashes, ``--cpu-core``), ``metavar`` argparse's. The help must not contain "=",
+    or papermill cannot parse the notebook's parameter line.
+    """
+    if "=" in help:
+        raise ValueError(f"parameter help must not contain '=': {help!r}")
+    return field(default=default, metadata={"help": help, **spelling})
+
+
+def cli_flag(param: dataclasses.Field) -> str:
+    """The CLI flag of a parameter field: ``cpu_core`` -> ``--cpu-core``, unless it says."""
+    return param.metadata.get("cli") or "--" + param.name.replace("_", "-")
+
+
+def _items(name: str, value: Any, whole: Callable[[str], bool] = lambda _text: False) -> list:
+    """Like ``parse_list``, but every string inside is split the same way, so ``--lengths
+    512,1172`` (``["512,1172"]``) and ``["[512, 1172]"]`` read as two items; a string that
+    ``whole`` accepts stays one item."""
+    if isinstance(value, str) and whole(value):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [item for part in value for item in _items(name, part, whole)]
+    parsed = parse_list(name, value)
+    if len(parsed) == 1 and parsed[0] == value:
+        return parsed
+    return [item for part in parsed for item in _items(name, part, whole)]
+
+
+def _case_key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+# Case names and report labels ("Text", "Audio + image + video"), any letter case.
+_CASE_NAMES = {_case_key(n): n for n in CASES} | {_case_key(v): k for k, v in CASE_LABELS.items()}
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Every parameter of a run; build with keyword arguments (strings are coerced)."""
 
-    model: str | None = None
-    target: str = "reference"
-    repo: str | None = None
-    baseline_ref: str = DEFAULT_BASELINE_REF
-    candidate_ref: str = WORKTREE
-    cpu_core: int | None = None
-    lengths: tuple[int, ...] = (1172,)
-    cases: tuple[str, ...] = CASES
-    warmup: int = 50
-    blocks: int = 20
-    iterations: int = 20
-    device: str = "auto"
-    seed: int = 0
-    output_dir: str | None = None
-    overwrite: bool = False
-    allow_busy: bool = False
-    aa_check: bool = False
-    processes: int = DEFAULT_PROCESSES
-    timing_window: str = DEFAULT_WINDOW
-    # flat: embed_input_ids -> embed_tokens (the PR's); production: the served call depth
-    lm_shim: str = "flat"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    model: str | None = _param(None, "checkpoint dir; unset: the embedded synthetic default")
+    target: str = _param("reference", "reference (built-in replica) or vllm-omni (needs repo)")
+    repo: str | None = _param(None, "vLLM-Omni git checkout for target vllm-omni")
+    baseline_ref: str = _param(DEFAULT_BASELINE_REF, "baseline git ref")
+    candidate_ref: str = _param(WORKTREE, "candidate git ref, or WORKTREE (the checkout as is)")
+    cpu_core: int | None = _param(None, "core to pin; unset: the lowest allowed core")
+    lengths: tuple[int, ...] = _param((1172,), "token counts, each at least 300")
+    cases: tuple[str, ...] = _param(CASES, "to measure (names or report labels, any case)")
+    warmup: int = _param(50, "warm-up calls per variant")
+    blocks: int = _param(20, "paired blocks")
+    iterations: int = _param(20, "calls per variant per block")
+    device: str = _param("auto", "auto, cpu or cuda")
+    seed: int = _param(0, "seed of the block order")
+    output_dir: str | None = _param(None, "results dir; unset: ./embedbench-results/UTC-time")
+    overwrite: bool = _param(False, "replace results already in the output dir")
+    allow_busy: bool = _param(False, "measure even on a busy core (results are labelled)")
+    aa_check: bool = _param(
+        False, "also time each baseline against itself (A/A noise floor)", cli="--aa"
+    )
+    processes: int = _param(
+        DEFAULT_PROCESSES,
+        "fresh worker processes the blocks are spread over; 1: one process",
+    )
+    timing_window: str = _param(
+        DEFAULT_WINDOW,
+        f"{PR} (the PR script's clock order) or {TIGHT} (reads outside the wall window)",
+    )
+    lm_shim: str = _param(
+        "flat",
+        "flat (the PR script's lookup) or production (served call depth)",
+        metavar="{" + ",".join(LM_SHIMS) + "}",
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -205,7 +259,7 @@ class RunConfig:
 
     @staticmethod
     def _coerce_lengths(value: Any) -> tuple[int, ...]:
-        items = parse_list("lengths", value)
+        items = _items("lengths", value)
         if not items:
             raise ConfigError("lengths must name at least one token count, e.g. 1172")
         lengths = tuple(parse_int("lengths", item) for item in items)
@@ -218,24 +272,25 @@ class RunConfig:
 
     @staticmethod
     def _coerce_cases(value: Any) -> tuple[str, ...]:
-        items = [str(item).strip() for item in parse_list("cases", value)]
+        # A string that names a case is one item: a label may contain blanks.
+        items = _items("cases", value, lambda text: _case_key(text) in _CASE_NAMES)
         if not items:
             raise ConfigError(f"cases must name at least one of {', '.join(CASES)}")
+        cases = []
         for item in items:
-            if item not in CASES:
-                raise ConfigError(f"unknown case {item!r}; choose from {', '.join(CASES)}")
-        if len(set(items)) != len(items):
-            raise ConfigError(f"cases has duplicates: {items}; list each case once")
-        return tuple(items)
-
-    def replace(self, **changes: Any) -> RunConfig:
-        """A copy with some fields changed (and validated again)."""
-        return dataclasses.replace(self, **changes)
+            case = _CASE_NAMES.get(_case_key(str(item)))
+            if case is None:
+                raise ConfigError(
+                    f"unknown case {str(item).strip()!r}; choose from {', '.join(CASES)}"
+                )
+            cases.append(case)
+        if len(set(cases)) != len(cases):
+            raise ConfigError(f"cases has duplicates: {cases}; list each case once")
+        return tuple(cases)
 
     def to_json(self) -> dict[str, Any]:
         """The parameters as plain JSON values."""
         data = dataclasses.asdict(self)
-        data.pop("extra")
         data["lengths"] = list(self.lengths)
         data["cases"] = list(self.cases)
         return data
@@ -243,12 +298,52 @@ class RunConfig:
     @classmethod
     def from_mapping(cls, params: dict[str, Any]) -> RunConfig:
         """Build from a dict (e.g. notebook globals); unknown keys are refused."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(params) - names)
         if unknown:
             known = ", ".join(sorted(names))
             raise ConfigError(f"unknown parameter {unknown[0]!r}; known: {known}")
         return cls(**params)
+
+
+def parse_max_slowdown(value: Any, name: str = "max_slowdown_pct") -> float:
+    """The gate's allowance in percent: a finite number >= 0 (or its string form)."""
+    pct = parse_float(name, value, minimum=0)
+    if not math.isfinite(pct):
+        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+    return pct
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """The parameters of notebooks/report.ipynb."""
+
+    results_dir: str | None = _param(None, "a run's output dir; unset: the newest run")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "results_dir", _optional_str(self.results_dir))
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """The parameters of notebooks/compare.ipynb, coerced as RunConfig's are: papermill
+    passes ``-p include_reference false`` as the string "false"."""
+
+    results_dirs: tuple[str, ...] = _param(
+        (), "two or more run output dirs (one with the reference)"
+    )
+    include_reference: bool = _param(True, "add the PR #7477 H100 reference table")
+    max_slowdown_pct: float = _param(0.0, "gate: allowed slowdown in percent (0 or more)")
+    allow_mixed_windows: bool = _param(False, "show runs of different timing windows, labelled")
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        dirs = parse_list("results_dirs", [] if self.results_dirs is None else self.results_dirs)
+        set_(self, "results_dirs", tuple(str(d).strip() for d in dirs))
+        set_(self, "include_reference", _as_bool("include_reference", self.include_reference))
+        set_(self, "max_slowdown_pct", parse_max_slowdown(self.max_slowdown_pct))
+        allow = _as_bool("allow_mixed_windows", self.allow_mixed_windows)
+        set_(self, "allow_mixed_windows", allow)
 
 
 def default_output_dir(now: str) -> Path:

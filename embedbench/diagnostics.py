@@ -30,6 +30,8 @@ import numpy as np
 from scipy import stats as sps
 
 from embedbench import stats
+from embedbench.blocks import HOST, BlockTable, block_table
+from embedbench.jsonvalues import plain
 
 ALPHA = 0.05
 MAD_SCALE = 1.4826  # makes the MAD a consistent estimator of a normal sd
@@ -40,25 +42,10 @@ BASELINE = "baseline"
 FIXED = "fixed"
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 class _JsonMixin:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (tuples as lists, non-finite floats as None)."""
-        return _clean(asdict(self))  # type: ignore[call-overload]
+        return plain(asdict(self))  # type: ignore[call-overload]
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -428,45 +415,26 @@ def diagnose_pair(
     )
 
 
-def _field(record: Any, name: str) -> Any:
-    return record[name] if isinstance(record, Mapping) else getattr(record, name)
-
-
-def diagnose_records(
-    records: Iterable[Any],
+def diagnose_table(
+    table: BlockTable,
     *,
-    metric: int = 0,
+    metric: str = HOST,
     alpha: float = ALPHA,
     outlier_rule: str = "mad",
     mhz_tolerance_pct: float = MHZ_TOLERANCE_PCT,
 ) -> PairDiagnostics:
-    """``diagnose_pair`` from raw block records of one case (``BlockRecord`` or its JSON).
-
-    Uses ``block``, ``position``, ``variant``, ``samples_us`` (column ``metric``)
-    and ``cpu_mhz_start`` / ``cpu_mhz_end`` of each record.
-    """
-    by_block: dict[int, dict[str, Any]] = {}
-    for record in records:
-        by_block.setdefault(int(_field(record, "block")), {})[_field(record, "variant")] = record
-    blocks = sorted(by_block)
-    missing = [b for b in blocks if set(by_block[b]) != {BASELINE, FIXED}]
-    if not blocks or missing:
-        raise ValueError(f"every block needs one {BASELINE} and one {FIXED} record: {missing}")
-
-    def samples(record: Any) -> list[float]:
-        return [float(s[metric]) for s in _field(record, "samples_us")]
-
-    pairs = [by_block[b] for b in blocks]
-    first = [min(p.values(), key=lambda r: int(_field(r, "position"))) for p in pairs]
+    """``diagnose_pair`` from a case's block table (``metric`` by name, host by default)."""
     return diagnose_pair(
-        [samples(p[BASELINE]) for p in pairs],
-        [samples(p[FIXED]) for p in pairs],
-        first=[_field(r, "variant") for r in first],
-        mhz=[
-            [_field(r, key) for r in p.values() for key in ("cpu_mhz_start", "cpu_mhz_end")]
-            for p in pairs
-        ],
+        table.metric(BASELINE, metric),
+        table.metric(FIXED, metric),
+        first=list(table.first),
+        mhz=[list(readings) for readings in table.mhz],
         alpha=alpha,
         outlier_rule=outlier_rule,
         mhz_tolerance_pct=mhz_tolerance_pct,
     )
+
+
+def diagnose_records(records: Iterable[Any], **options: Any) -> PairDiagnostics:
+    """``diagnose_table`` of raw block records of one case (``BlockRecord`` or its JSON)."""
+    return diagnose_table(block_table(records), **options)

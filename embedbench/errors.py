@@ -11,7 +11,11 @@ def one_line(value: object) -> str:
 
 
 class EmbedbenchError(Exception):
-    """Bad input or a refused run. The message is one line that says what to fix."""
+    """Bad input or a refused run. The message is one line that says what to fix:
+    whatever text it is given is collapsed to one line here, once for every subclass."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(one_line(message), *args)
 
 
 class ConfigError(EmbedbenchError):

@@ -397,11 +397,9 @@ def check_modules(
             stale.append(f"module {module.__name__} changed on disk ({path}: {shown}{more})")
     if stale:
         raise StaleCodeError(
-            one_line(
-                f"stale code: {' | '.join(stale)} since this Python process imported it "
-                f"(git checkout or edit), so it would measure the old code; restart the "
-                f"kernel (or Python process) and run again"
-            )
+            f"stale code: {' | '.join(stale)} since this Python process imported it "
+            f"(git checkout or edit), so it would measure the old code; restart the "
+            f"kernel (or Python process) and run again"
         )
     return FreshnessReport(tuple(checked), functions, time.perf_counter() - started)
 

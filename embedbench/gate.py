@@ -19,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from embedbench.config import parse_float
-from embedbench.errors import ConfigError, one_line
+from embedbench.config import parse_max_slowdown
+from embedbench.errors import one_line
 from embedbench.report import NOT_MEASURED, input_label, level_text, ordered_rows
 from embedbench.results import RunResult
 from embedbench.stats import INVALID, labelled_level
@@ -31,10 +31,7 @@ UNCERTIFIED = "cannot be certified"
 
 def check_max_slowdown(value: Any, name: str = "max_slowdown_pct") -> float:
     """The allowance in percent: a finite number >= 0 (strings as papermill passes them)."""
-    pct = parse_float(name, value, minimum=0)
-    if not math.isfinite(pct):
-        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
-    return pct
+    return parse_max_slowdown(value, name)
 
 
 def _pct(value: float) -> str:

@@ -42,6 +42,29 @@ IOWAIT_THRESHOLD = 0.20
 IO_MAX_WAIT_S = 60.0
 IO_POLL_S = 1.0
 IOWAIT_WINDOW_S = 0.25
+# Every guard's sampling window (this module's iowait window, the contention guard's
+# per-core windows before the run and between workers) may be set in one place, e.g.
+# short in tests so that each run does not pay about a second of sleeping per guard.
+# Unset (the default), each guard keeps its own window; the reading records the one used.
+WINDOW_ENV = "EMBEDBENCH_CONTENTION_WINDOW_S"
+
+
+def guard_window_s(default: float) -> float:
+    """``default``, or the seconds in ``EMBEDBENCH_CONTENTION_WINDOW_S`` when it is set.
+
+    Raises ``ConfigError`` when the variable is set to anything but a positive number.
+    """
+    raw = os.environ.get(WINDOW_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{WINDOW_ENV} must be a positive number of seconds, got {raw!r}")
+    return value
+
 
 # /proc/stat cpu columns: user nice system idle iowait irq softirq steal guest guest_nice.
 # guest and guest_nice are already counted in user and nice, so they are left out.
@@ -198,18 +221,21 @@ def read_io(
     allow_busy: bool = False,
     dirty_threshold_bytes: int = DIRTY_THRESHOLD_BYTES,
     iowait_threshold: float = IOWAIT_THRESHOLD,
-    iowait_window_s: float = IOWAIT_WINDOW_S,
+    iowait_window_s: float | None = None,
     max_wait_s: float = IO_MAX_WAIT_S,
     waited_s: float = 0.0,
     meminfo: str | Path = PROC_MEMINFO,
     proc_stat: str | Path = PROC_STAT,
     sleep: Callable[[float], None] = time.sleep,
 ) -> IoReading:
-    """One reading: meminfo now, iowait over one window (sleeps ``iowait_window_s``).
+    """One reading: meminfo now, iowait over one window (sleeps ``iowait_window_s``,
+    default ``IOWAIT_WINDOW_S`` or ``EMBEDBENCH_CONTENTION_WINDOW_S``, see ``guard_window_s``).
 
     Never raises for unreadable files: what could not be read is None and named in
     ``reason``. ``allowed`` is set as if this were the final reading.
     """
+    if iowait_window_s is None:
+        iowait_window_s = guard_window_s(IOWAIT_WINDOW_S)
     reasons: list[str] = []
     sources: list[str] = []
     dirty: int | None = None
@@ -267,7 +293,7 @@ def wait_for_quiet_io(
     iowait_threshold: float = IOWAIT_THRESHOLD,
     max_wait_s: float = IO_MAX_WAIT_S,
     poll_s: float = IO_POLL_S,
-    iowait_window_s: float = IOWAIT_WINDOW_S,
+    iowait_window_s: float | None = None,
     log: Log = _stderr,
     meminfo: str | Path = PROC_MEMINFO,
     proc_stat: str | Path = PROC_STAT,
@@ -279,7 +305,8 @@ def wait_for_quiet_io(
 
     Busy means Dirty+Writeback in ``/proc/meminfo`` above ``dirty_threshold_bytes``
     (default 64 MiB) or the aggregate iowait share of ``/proc/stat`` over one
-    ``iowait_window_s`` window above ``iowait_threshold`` (default 20 %); see the
+    ``iowait_window_s`` window (default: see ``read_io``) above ``iowait_threshold``
+    (default 20 %); see the
     module constants for why those values. When busy, logs ONE line saying what it
     waits for; with dirty pages pending it asks the kernel to write them now
     (``flush``, default ``os.sync``: left alone, the kernel starts writing dirty pages
@@ -297,6 +324,8 @@ def wait_for_quiet_io(
         raise ConfigError(f"dirty threshold must be >= 0 bytes, got {dirty_threshold_bytes}")
     if not 0.0 < iowait_threshold <= 1.0:
         raise ConfigError(f"iowait threshold must be in (0, 1], got {iowait_threshold}")
+    if iowait_window_s is None:
+        iowait_window_s = guard_window_s(IOWAIT_WINDOW_S)
     if max_wait_s < 0 or poll_s <= 0 or iowait_window_s <= 0:
         raise ConfigError(
             f"need max_wait_s >= 0 and positive poll_s and iowait_window_s, got "

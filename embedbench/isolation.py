@@ -23,10 +23,12 @@ import torch
 
 from embedbench.allocator import steady_allocator
 from embedbench.errors import ConfigError, ContentionError
+from embedbench.ioguard import guard_window_s
 
 PROC_STAT = Path("/proc/stat")
 CONTENTION_THRESHOLD = 0.5
 CONTENTION_WINDOWS = 2
+# Default window; EMBEDBENCH_CONTENTION_WINDOW_S replaces it (see ioguard.guard_window_s).
 CONTENTION_WINDOW_S = 0.25
 
 
@@ -223,7 +225,7 @@ def check_contention(
     threshold: float = CONTENTION_THRESHOLD,
     allow_busy: bool = False,
     windows: int = CONTENTION_WINDOWS,
-    window_s: float = CONTENTION_WINDOW_S,
+    window_s: float | None = None,
     candidates: Iterable[int] | None = None,
     proc_stat: str | Path = PROC_STAT,
     sleep: Callable[[float], None] = time.sleep,
@@ -237,7 +239,11 @@ def check_contention(
     the run: nothing is made up. ``candidates`` are the cores worth suggesting
     instead (default: this process's allowed cores; pass the original set when
     calling from inside ``isolated()``, which narrows the affinity to one core).
+    ``window_s`` defaults to ``CONTENTION_WINDOW_S`` (0.25 s), or to the seconds in
+    ``EMBEDBENCH_CONTENTION_WINDOW_S`` when that is set; the reading records it.
     """
+    if window_s is None:
+        window_s = guard_window_s(CONTENTION_WINDOW_S)
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"contention threshold must be in (0, 1], got {threshold}")
     if windows < 1 or window_s <= 0:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 import json
+import math
+from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
 
@@ -20,12 +22,13 @@ from embedbench import stats, sysinfo, windows
 from embedbench.cases import CASE_LABELS, CASES
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
+from embedbench.markdown import frame_markdown
 from embedbench.results import RunResult, load_results
 from embedbench.schema import ORIGINAL_FORMAT
 from embedbench.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
-PR_ALIGN = ("---", "---:", "---:", "---:")
+PR_ALIGN = "lrrr"
 
 
 NOT_MEASURED = "not measured"
@@ -104,9 +107,7 @@ def to_pr_markdown(table: pd.DataFrame) -> str:
     pandas' ``to_markdown`` pads cells and writes ``|:---|`` alignment rows; the
     PR's text is unpadded with ``| --- | ---: |``, so this writes it directly.
     """
-    lines = ["| " + " | ".join(table.columns) + " |", "| " + " | ".join(PR_ALIGN) + " |"]
-    lines += ["| " + " | ".join(str(v) for v in values) + " |" for values in table.values]
-    return "\n".join(lines)
+    return frame_markdown(table, align=PR_ALIGN)
 
 
 def _interval(ci: Any) -> str:
@@ -293,8 +294,12 @@ def timer_floor_table(result: RunResult) -> pd.DataFrame:
     if not samples:
         return pd.DataFrame(columns=["metric", "calls", "p5", "p50", "p95"])
     arr = np.asarray(samples, dtype=float)
-    rows = [
-        {"metric": name, "calls": len(arr), **stats.percentiles(arr[:, i])}
+    rows = [  # µs to 3 decimals (ns): the timers resolve no finer
+        {
+            "metric": name,
+            "calls": len(arr),
+            **{k: round(v, 3) for k, v in stats.percentiles(arr[:, i]).items()},
+        }
         for i, name in enumerate(METRIC_ORDER)
     ]
     return pd.DataFrame(rows).rename(columns={"p50": "median"})
@@ -363,6 +368,14 @@ def _ref(ref: Any, sha: Any) -> Any:
     return ref if not sha or sha == ref else f"{ref} ({sha})"
 
 
+# The built-in replica ("reference" target) reads no checkout and imports no vLLM: its
+# runs carry no refs or versions of those, which the tables say instead of "None".
+BUILT_IN_TARGET = "reference"
+NOT_APPLICABLE = "n/a (built-in replica)"
+NOT_USED = "not used (built-in replica)"
+CHECKOUT_PARAMETERS = ("repo", "baseline_ref", "candidate_ref")
+
+
 def busy_label(result: RunResult) -> str | None:
     """The label of a run measured on a busy core or busy I/O with --allow-busy, else None."""
     labels = [result.metadata.get(key) for key in ("busy_core", "busy_io")]
@@ -375,14 +388,26 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     versions = m.get("versions") or {}
     embedding = m.get("embedding") or {}
     refs = m.get("refs") or {}
+    built_in = m.get("target") == BUILT_IN_TARGET
+    vllm_versions = " / ".join(str(versions.get(k)) for k in ("vllm", "vllm-omni", "transformers"))
     items = [
         ("status", m.get("status")),
         ("target", m.get("target")),
         ("lm shim", m.get("lm_shim")),
         ("language model", (m.get("target_info") or {}).get("language_model")),
-        ("baseline ref", _ref(refs.get("baseline_ref"), refs.get("baseline_sha"))),
-        ("candidate ref", _ref(refs.get("candidate_ref"), refs.get("candidate_sha"))),
-        ("work tree dirty", m.get("dirty")),
+        (
+            "baseline ref",
+            NOT_APPLICABLE
+            if built_in
+            else _ref(refs.get("baseline_ref"), refs.get("baseline_sha")),
+        ),
+        (
+            "candidate ref",
+            NOT_APPLICABLE
+            if built_in
+            else _ref(refs.get("candidate_ref"), refs.get("candidate_sha")),
+        ),
+        ("work tree dirty", NOT_APPLICABLE if built_in else m.get("dirty")),
         ("device", f"{m.get('device')} ({m.get('device_name')})"),
         ("cpu core", m.get("cpu_core")),
         ("cpu frequency source", m.get("cpu_frequency_source")),
@@ -397,10 +422,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
         ("lengths", m.get("lengths")),
         ("timing window", windows.describe(timing_window(m))),
         ("python / torch", f"{versions.get('python')} / {versions.get('torch')}"),
-        (
-            "vllm / vllm-omni / transformers",
-            " / ".join(str(versions.get(k)) for k in ("vllm", "vllm-omni", "transformers")),
-        ),
+        ("vllm / vllm-omni / transformers", NOT_USED if built_in else vllm_versions),
         ("busy core", m.get("busy_core") or "no"),
         ("busy I/O", m.get("busy_io") or "no"),
         ("started", m.get("started_at")),
@@ -510,6 +532,8 @@ def compare_table(
 def config_table(config: Any) -> pd.DataFrame:
     """A run's parameters as resolved by RunConfig, one row each (shown before measuring)."""
     data = config.to_json()
+    if data.get("target") == BUILT_IN_TARGET:  # the checkout's parameters are unused
+        data.update({k: NOT_APPLICABLE for k in CHECKOUT_PARAMETERS if k in data})
     return pd.DataFrame(
         [{"parameter": k, "value": "" if v is None else str(v)} for k, v in data.items()]
     ).set_index("parameter")
@@ -560,15 +584,23 @@ def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
                 "design": f"{m.get('blocks')}×{m.get('iterations')} (warmup {m.get('warmup')})",
                 "timing window": timing_window(m),
                 "status": m.get("status"),
-                "started": m.get("start_time"),
+                "started": _utc_iso(m.get("start_time")),
             }
         )
     return pd.DataFrame(rows).set_index("run")
 
 
+def _utc_iso(epoch: Any) -> Any:
+    """An epoch in seconds as ISO UTC to the second (anything else as it is)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int | float) or not math.isfinite(epoch):
+        return epoch
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="seconds")
+
+
 def styled(frame: pd.DataFrame) -> Any:
-    """A frame for notebook display: no positional index, text columns left-aligned."""
-    styler = frame.style
+    """A frame for notebook display: no positional index, text columns left-aligned,
+    numbers to 3 decimals at most (not pandas' 6: the timer floor's µs are ns-resolved)."""
+    styler = frame.style.format(precision=3)
     if isinstance(frame.index, pd.RangeIndex):
         styler = styler.hide(axis="index")
     text_columns = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]

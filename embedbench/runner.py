@@ -37,7 +37,7 @@ from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.hostlock import HostLock, host_lock
 from embedbench.interrupts import RunInterrupted, StopFlag, stop_requests
-from embedbench.ioguard import IoReading, wait_for_quiet_io
+from embedbench.ioguard import IoReading, guard_window_s, wait_for_quiet_io
 from embedbench.isolation import (
     ContentionReading,
     allowed_cores,
@@ -62,6 +62,7 @@ from embedbench.timing import (
 Log = Callable[[str], None]
 # The guards' sampling window between workers or cases: 2 × 0.1 s of /proc/stat still
 # spans 50 clock ticks at HZ=250, enough to tell a busy core from a quiet one.
+# EMBEDBENCH_CONTENTION_WINDOW_S replaces it, as every guard window (ioguard.guard_window_s).
 RECHECK_WINDOW_S = 0.1
 # The modules whose embedbench imports make up the run's pipeline in this process.
 PIPELINE_MODULES = ("embedbench.runner", "embedbench.measure")
@@ -470,7 +471,7 @@ class _Collector:
         """The guards again, with shorter windows than before the run (they run between
         every two workers): I/O, then the core; either refuses the rest of the run."""
         allow_busy = self.prepared.config.allow_busy
-        window = RECHECK_WINDOW_S
+        window = guard_window_s(RECHECK_WINDOW_S)
         io = wait_for_quiet_io(allow_busy=allow_busy, iowait_window_s=window, log=self.log)
         reading = check_contention(
             self.prepared.cpu_core, allow_busy=allow_busy, candidates=self.affinity, window_s=window
@@ -657,16 +658,36 @@ def _events(proc: subprocess.Popen, stop: StopFlag) -> Iterator[Event]:
 
 @dataclass
 class PairedResult:
-    """The outcome of ``paired_benchmark``."""
+    """The outcome of ``paired_benchmark``: the paired summary plus the raw records.
 
-    host_us: dict[str, float]
-    reduction_pct: float
-    reduction_ci95_pct: tuple[float, float]
-    verdict: str
+    ``host_us``, ``reduction_pct``, ``reduction_ci95_pct`` and ``verdict`` read through
+    to ``summary`` (the one place they are computed).
+    """
+
+    summary: stats.PairSummary
     seed: int
     records: list[BlockRecord] = field(repr=False)
     timer_floor: list[BlockRecord] = field(repr=False)
-    statistics: stats.PairSummary | None = field(default=None, repr=False)
+
+    @property
+    def host_us(self) -> dict[str, float]:
+        """Median of block medians per variant."""
+        return self.summary.host_us
+
+    @property
+    def reduction_pct(self) -> float:
+        """100 × (1 − fixed / baseline)."""
+        return self.summary.reduction_pct
+
+    @property
+    def reduction_ci95_pct(self) -> tuple[float, float]:
+        """The interval of the reduction (its level is ``summary.interval.level``)."""
+        return self.summary.reduction_ci95_pct
+
+    @property
+    def verdict(self) -> str:
+        """faster, slower or no detectable difference."""
+        return self.summary.verdict
 
 
 def paired_benchmark(
@@ -730,13 +751,4 @@ def paired_benchmark(
             window=checked.timing_window,
         )
     pair = summary.summarize_records([r.to_json() for r in records])
-    return PairedResult(
-        pair.host_us,
-        pair.reduction_pct,
-        pair.reduction_ci95_pct,
-        pair.verdict,
-        schedule_seed,
-        records,
-        floor,
-        pair,
-    )
+    return PairedResult(pair, schedule_seed, records, floor)

@@ -38,6 +38,7 @@ from scipy import stats as sps
 
 from embedbench import carriers, stats
 from embedbench.carriers import spin_us  # noqa: F401  (public: benchmarks time with it)
+from embedbench.jsonvalues import plain
 
 TOLERANCE = 0.15
 SLEEP_TOLERANCE = 0.30
@@ -125,25 +126,13 @@ class SelfTestResult:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
-        return _plain(
+        return plain(
             {
                 "passed": self.passed,
                 "design": self.design,
                 "checks": [asdict(c) for c in self.checks],
             }
         )
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (np.floating, float)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
 
 
 def _us(value: float) -> str:
@@ -154,7 +143,7 @@ def _recovery_check(
     name: str, pair: Any, truth_us: float, widen_us: float, tolerance: float
 ) -> Check:
     judged = evaluate(
-        pair.statistics.host_us,
+        pair.summary.host_us,
         pair.reduction_ci95_pct,
         truth_us,
         resolution_us=widen_us,
@@ -291,7 +280,7 @@ def run_selftest(
         wall = carriers.difference_us(slept, light).difference_us
     off_cpu = pair(slept, light, 2)
     host, cpu = _column_medians(off_cpu, 0), _column_medians(off_cpu, 1)
-    recovered = off_cpu.statistics.host_us["baseline"] - off_cpu.statistics.host_us["fixed"]
+    recovered = off_cpu.host_us["baseline"] - off_cpu.host_us["fixed"]
     error = (recovered - wall) / wall
     checks.append(
         Check(

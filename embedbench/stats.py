@@ -44,6 +44,8 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from embedbench.jsonvalues import plain
+
 CONFIDENCE = 0.95
 ALPHA = 0.05
 POWER = 0.8
@@ -488,16 +490,6 @@ def paired_statistics(
     )
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, (tuple, list)):
-        return [_json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    return value
-
-
 @dataclass(frozen=True)
 class PairSummary:
     """The summary of one paired comparison.
@@ -541,7 +533,7 @@ class PairSummary:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (tuples as lists, non-finite floats as None)."""
         interval = self.interval
-        return _json_value(
+        return plain(
             {
                 "host_us": dict(self.host_us),
                 "reduction_pct": self.reduction_pct,

@@ -7,47 +7,33 @@ script's output (which has no intervals), so both summarize the same way.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
 from typing import Any
 
 from embedbench import diagnostics, stats
+from embedbench.blocks import BlockTable, block_table
 from embedbench.cases import CASE_LABELS, VARIANTS
 
 Record = dict[str, Any]
 
 
-def _by_block(records: Iterable[Record]) -> list[Record]:
-    return sorted(records, key=lambda r: (r["block"], r.get("position", 0)))
-
-
-def blocks_by_variant(records: Iterable[Record], metric: int) -> dict[str, list[list[float]]]:
-    """Per variant, each block's samples of one metric (index into metric_order), by block."""
-    out: dict[str, list[list[float]]] = {name: [] for name in VARIANTS}
-    for record in _by_block(records):
-        out.setdefault(record["variant"], []).append([s[metric] for s in record["samples_us"]])
-    return out
-
-
-def block_workers(records: Iterable[Record]) -> list[int]:
-    """The worker process of each block, in block order (0 for records without one)."""
-    return [int(r.get("worker", 0)) for r in _by_block(records) if r["variant"] == VARIANTS[0]]
+def summarize_table(table: BlockTable) -> stats.PairSummary:
+    """The paired summary of one case's host latencies, with the worker of each block."""
+    return stats.summarize_pair(
+        table.metric("baseline"), table.metric("fixed"), workers=list(table.workers)
+    )
 
 
 def summarize_records(records: list[Record]) -> stats.PairSummary:
-    """The paired summary of one case's host latencies, with the worker of each block."""
-    host = blocks_by_variant(records, 0)
-    return stats.summarize_pair(host["baseline"], host["fixed"], workers=block_workers(records))
+    """``summarize_table`` of the records' block table."""
+    return summarize_table(block_table(records))
 
 
-def faults_per_call(records: Iterable[Record]) -> dict[str, float | None]:
+def faults_per_call(table: BlockTable) -> dict[str, float | None]:
     """Median over blocks of each variant's page faults per call (None if not recorded)."""
-    per_variant: dict[str, list[float]] = {}
-    for record in records:
-        faults = record.get("minor_faults")
-        if faults is not None:
-            per_variant.setdefault(record["variant"], []).append(faults / record["iterations"])
     return {
-        name: float(statistics.median(per_variant[name])) if per_variant.get(name) else None
+        name: float(statistics.median(table.faults_per_call[name]))
+        if table.faults_per_call.get(name)
+        else None
         for name in VARIANTS
     }
 
@@ -103,18 +89,22 @@ def summary_row(
     ``seed`` is the case's schedule seed (recorded; None when unknown). ``aa`` is the
     A/A check, kept beside the comparison; the verdict comes from its interval alone.
     """
-    pair = summarize_records(records)
-    found = diagnostics.diagnose_records(records)
+    table = block_table(records)
+    pair = summarize_table(table)
+    found = diagnostics.diagnose_table(table)
     diagnosed = found.to_json()
     diagnosed.pop("log_ratios", None)  # already in the row, from the statistics
-    workers = block_workers(records)
     extra = {
         name: {
-            variant: stats.combined_median(stats.block_medians(blocks), workers)
-            for variant, blocks in blocks_by_variant(records, metric).items()
-            if blocks
+            variant: stats.combined_median(
+                stats.block_medians(table.metric(variant, metric)), list(table.workers)
+            )
+            for variant in VARIANTS
         }
-        for metric, name in ((1, "cpu_us"), (2, "completion_us"))
+        for metric, name in (
+            ("calling_thread_cpu_us", "cpu_us"),
+            ("synchronized_completion_us", "completion_us"),
+        )
     }
     notes = found.notes()
     if aa is not None and not aa["covers_zero"]:
@@ -128,9 +118,9 @@ def summary_row(
         "label": CASE_LABELS.get(case, case),
         "tokens": tokens,
         **pair.to_json(),
-        "minor_faults_per_call": faults_per_call(records),
+        "minor_faults_per_call": faults_per_call(table),
         "valid": True,
-        "iterations": len(records[0]["samples_us"]),
+        "iterations": table.iterations,
         "schedule_seed": seed,
         **extra,
         "diagnostics": diagnosed,

@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import re
-import struct
 import sys
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -24,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported where it is used: the report side runs without it
     import torch
+
+from embedbench.safetensors_header import header_entry
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 PROC_CPUINFO = Path("/proc/cpuinfo")
@@ -152,7 +153,6 @@ def host_facts() -> dict[str, object]:
 FINGERPRINT_VERSION = "embedbench-fingerprint-v1"
 INDEX_NAME = "model.safetensors.index.json"
 # The safetensors format caps its JSON header at 100 MB.
-_MAX_HEADER_BYTES = 100 * 1024 * 1024
 
 
 def _read_text(path: Path) -> str | None:
@@ -208,29 +208,6 @@ def load_average() -> list[float] | None:
         return None
 
 
-def safetensors_header_entry(shard: str | Path, key: str) -> dict[str, Any]:
-    """The JSON header entry (dtype, shape, data_offsets) of ``key``; reads the header only.
-
-    A safetensors file starts with an 8-byte little-endian header length and the
-    JSON header; the tensor data after it is never read.
-    """
-    path = Path(shard)
-    with path.open("rb") as handle:
-        prefix = handle.read(8)
-        if len(prefix) != 8:
-            raise ValueError(f"{path.name} is shorter than a safetensors header")
-        (length,) = struct.unpack("<Q", prefix)
-        if length > _MAX_HEADER_BYTES:
-            raise ValueError(f"{path.name} declares a {length}-byte header; not safetensors")
-        raw = handle.read(length)
-    if len(raw) != length:
-        raise ValueError(f"{path.name} ends inside its safetensors header")
-    header = json.loads(raw)
-    if not isinstance(header, dict) or key not in header:
-        raise ValueError(f"{path.name} has no tensor {key} in its header")
-    return header[key]
-
-
 def _tree_size(root: Path) -> tuple[int, int]:
     total = files = 0
     for folder, _dirs, names in os.walk(root):
@@ -259,7 +236,7 @@ def checkpoint_fingerprint(model_dir: str | Path, shard: str | Path, key: str) -
     try:
         index = root / INDEX_NAME
         index_sha = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
-        entry = safetensors_header_entry(shard_path, key)
+        entry = header_entry(shard_path, key)
     except (OSError, ValueError) as exc:
         return {
             **out,

@@ -48,7 +48,7 @@ def no_sync() -> None:
     """Device sync for the CPU: nothing to wait for."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BlockRecord:
     """One variant's calls inside one block (a row of ``micro-raw.json``)."""
 
@@ -162,40 +162,33 @@ def _thread_minor_faults() -> int | None:
         return None
 
 
-def _block(
-    device: str,
-    case: str,
-    tokens: int,
-    scope: str,
-    variant: str,
-    block: int,
-    position: int,
-    fn: Callable[[], Any],
-    calls: int,
-    sync: Sync,
-    read_mhz: ReadMhz,
-    window: str,
-) -> BlockRecord:
-    """Time one block of ``calls`` calls, with wall times, MHz and page faults around it."""
-    mhz_start, wall_start, faults_start = read_mhz(), time.time(), _thread_minor_faults()
-    samples = time_calls(fn, calls, sync, window)
-    faults_end, wall_end, mhz_end = _thread_minor_faults(), time.time(), read_mhz()
+@dataclass(frozen=True, kw_only=True)
+class _TimingPath:
+    """How every call of a block is timed: the device sync, the MHz reader, the window."""
+
+    sync: Sync
+    read_mhz: ReadMhz
+    window: str
+
+
+def _block(fn: Callable[[], Any], calls: int, path: _TimingPath, **label: Any) -> BlockRecord:
+    """Time one block of ``calls`` calls, with wall times, MHz and page faults around it.
+
+    ``label`` names the block: device, case, tokens, scope, variant, block, position.
+    """
+    mhz_start, wall_start, faults_start = path.read_mhz(), time.time(), _thread_minor_faults()
+    samples = time_calls(fn, calls, path.sync, path.window)
+    faults_end, wall_end, mhz_end = _thread_minor_faults(), time.time(), path.read_mhz()
     faults = None if faults_start is None or faults_end is None else faults_end - faults_start
     return BlockRecord(
-        device,
-        case,
-        tokens,
-        scope,
-        variant,
-        block,
-        position,
-        calls,
-        samples,
-        wall_start,
-        wall_end,
-        mhz_start,
-        mhz_end,
-        faults,
+        **label,
+        iterations=calls,
+        samples_us=samples,
+        wall_start=wall_start,
+        wall_end=wall_end,
+        cpu_mhz_start=mhz_start,
+        cpu_mhz_end=mhz_end,
+        minor_faults=faults,
     )
 
 
@@ -217,20 +210,19 @@ def measure_timer_floor(
     (the PR: the cases' warm-up, then 10 blocks of 100): case "timer", scope "overhead",
     variant "timer_floor"."""
     time_calls(_empty_call, warmup, sync, window)
+    path = _TimingPath(sync=sync, read_mhz=read_mhz, window=window)
     return [
         _block(
-            device,
-            TIMER_CASE,
-            0,
-            TIMER_SCOPE,
-            TIMER_VARIANT,
-            block,
-            0,
             _empty_call,
             calls,
-            sync,
-            read_mhz,
-            window,
+            path,
+            device=device,
+            case=TIMER_CASE,
+            tokens=0,
+            scope=TIMER_SCOPE,
+            variant=TIMER_VARIANT,
+            block=block,
+            position=0,
         )
         for block in range(blocks)
     ]
@@ -273,23 +265,22 @@ def measure_pair(
         if progress is not None:
             progress(warmup)
     records = []
+    path = _TimingPath(sync=sync, read_mhz=read_mhz, window=window)
     for block, order in enumerate(block_schedule(names, blocks, seed)):
         check_stop()
         for position, name in enumerate(order):
             records.append(
                 _block(
-                    device,
-                    case,
-                    tokens,
-                    scope,
-                    name,
-                    first_block + block,
-                    position,
                     variants[name],
                     iterations,
-                    sync,
-                    read_mhz,
-                    window,
+                    path,
+                    device=device,
+                    case=case,
+                    tokens=tokens,
+                    scope=scope,
+                    variant=name,
+                    block=first_block + block,
+                    position=position,
                 )
             )
             if progress is not None:

@@ -4,18 +4,26 @@ The notebooks are committed; this script is their source. Edit the cells here, t
 `python scripts/build_notebooks.py`; `--check` exits 1 when a committed notebook differs
 (tests/test_notebooks.py runs the same comparison).
 
-Parameter lines follow papermill's `name: type = value  # help` form; a help text must
-not contain "=", or papermill cannot parse the line.
+The parameters cells are generated from the fields of RunConfig, ReportConfig and
+CompareConfig (embedbench/config.py), one `name: type = default  # help` line per field,
+papermill's form, so `papermill --help-notebook` documents each; the notebook hands them
+straight to the config class, which coerces papermill's strings as the CLI's.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
+import textwrap
 from pathlib import Path
 from textwrap import dedent
+from typing import Any
 
 import nbformat as nbf
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from embedbench.config import CompareConfig, ReportConfig, RunConfig
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 METADATA = {
@@ -34,11 +42,51 @@ def code(text: str) -> nbf.NotebookNode:
     return new_code_cell(dedent(text).strip())
 
 
-def params(text: str) -> nbf.NotebookNode:
-    """The papermill parameters cell."""
-    cell = code(text)
+# The notebook's annotation of each field type (the fields' annotations are strings).
+NOTEBOOK_TYPES = {
+    "str": "str",
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "str | None": "Optional[str]",
+    "int | None": "Optional[int]",
+    "tuple[int, ...]": "list",
+    "tuple[str, ...]": "list",
+}
+
+
+def literal(value: Any) -> str:
+    """A default as the notebook writes it: Python syntax, strings in double quotes."""
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def params(config_class: type) -> nbf.NotebookNode:
+    """The papermill parameters cell: one line per field of ``config_class``."""
+    lines = []
+    for param in dataclasses.fields(config_class):
+        annotation = NOTEBOOK_TYPES[param.type]
+        help_ = param.metadata["help"]
+        lines.append(f"{param.name}: {annotation} = {literal(param.default)}  # {help_}")
+    cell = new_code_cell("\n".join(lines))
     cell.metadata["tags"] = ["parameters"]
     return cell
+
+
+def config_call(config_class: type) -> str:
+    """``config = ConfigClass(name=name, ...)``: every parameter, coerced and checked."""
+    names = [param.name for param in dataclasses.fields(config_class)]
+    arguments = textwrap.fill(
+        ", ".join(f"{name}={name}" for name in names) + ",",
+        width=88,
+        initial_indent="    ",
+        subsequent_indent="    ",
+        break_on_hyphens=False,
+    )
+    return f"config = {config_class.__name__}(\n{arguments}\n)"
 
 
 REPORT_CELLS = [
@@ -117,45 +165,19 @@ RUN = new_notebook(
 
             from embedbench import RunConfig, plots, report, run
             """),
-        params("""
-            model: Optional[str] = None  # checkpoint dir; None: the embedded synthetic default
-            target: str = "reference"  # reference (built-in replica) or vllm-omni (needs repo)
-            repo: Optional[str] = None  # vLLM-Omni git checkout for target vllm-omni
-            baseline_ref: str = "01a2f93256975c7ff9565c5414b0fe0225bc4765"  # baseline git ref
-            candidate_ref: str = "WORKTREE"  # candidate git ref, or WORKTREE (the checkout as is)
-            cpu_core: Optional[int] = None  # core to pin; None: the lowest allowed core
-            lengths: list = [1172]  # token counts, each at least 300
-            cases: list = ["text", "audio", "image", "video", "mixed", "interleaved"]  # to measure
-            warmup: int = 50  # warm-up calls per variant
-            blocks: int = 20  # paired blocks
-            iterations: int = 20  # calls per variant per block
-            device: str = "auto"  # auto, cpu or cuda
-            seed: int = 0  # seed of the block order
-            output_dir: Optional[str] = None  # results dir; None: ./embedbench-results/UTC-time
-            overwrite: bool = False  # replace results already in output_dir
-            allow_busy: bool = False  # measure even on a busy core (results are labelled)
-            aa_check: bool = False  # also time each baseline against itself (A/A noise floor)
-            processes: int = 5  # fresh worker processes the blocks are spread over; 1: one process
-            timing_window: str = "pr"  # pr: the PR script's clock order (default) or tight
-            lm_shim: str = "flat"  # flat (the PR script's lookup) or production (served call depth)
-            """),
+        params(RunConfig),
         md("""
             ## Parameters and environment
 
             As resolved and validated by `RunConfig`, the same validation as the CLI's.
             """),
-        code("""
-            config = RunConfig(
-                model=model, target=target, repo=repo, baseline_ref=baseline_ref,
-                candidate_ref=candidate_ref, cpu_core=cpu_core, lengths=lengths, cases=cases,
-                warmup=warmup, blocks=blocks, iterations=iterations, device=device, seed=seed,
-                output_dir=output_dir, overwrite=overwrite, allow_busy=allow_busy,
-                aa_check=aa_check, processes=processes, timing_window=timing_window,
-                lm_shim=lm_shim,
-            )
-            display(report.styled(report.config_table(config)))
-            report.styled(report.environment_table())
-            """),
+        code(
+            config_call(RunConfig)
+            + dedent("""
+                display(report.styled(report.config_table(config)))
+                report.styled(report.environment_table())
+                """)
+        ),
         md("## Measurement"),
         code("""
             result = run(config, log=print)
@@ -182,15 +204,18 @@ REPORT = new_notebook(
             from IPython.display import HTML, display
 
             from embedbench import load_results, plots, report
+            from embedbench.config import ReportConfig
             from embedbench.results import latest_results_dir
             """),
-        params("""
-            results_dir: Optional[str] = None  # a run's output dir; None: the newest run
-            """),
-        code("""
-            result = load_results(results_dir or latest_results_dir("embedbench-results"))
-            print(f"results: {result.directory}")
-            """),
+        params(ReportConfig),
+        code(
+            config_call(ReportConfig)
+            + dedent("""
+                directory = config.results_dir or latest_results_dir("embedbench-results")
+                result = load_results(directory)
+                print(f"results: {result.directory}")
+                """)
+        ),
         *REPORT_CELLS,
     ],
 )
@@ -210,25 +235,25 @@ COMPARE = new_notebook(
             from IPython.display import display
 
             from embedbench import gate, plots, report
+            from embedbench.config import CompareConfig
             """),
-        params("""
-            results_dirs: list = []  # two or more run output dirs (one with the reference)
-            include_reference: bool = True  # add the PR #7477 H100 reference table
-            max_slowdown_pct: float = 0.0  # gate: allowed slowdown in percent (0 or more)
-            allow_mixed_windows: bool = False  # show runs of different timing windows, labelled
-            """),
+        params(CompareConfig),
         md("""
             The PR's table was timed in the PR script's window (its clock reads inside the
             host latency). Runs timed in another window are refused here unless
             `allow_mixed_windows=True`, which labels every column with its window.
             """),
-        code("""
-            runs = report.load_runs(results_dirs, include_reference=include_reference)
-            reference = report.reference_results() if include_reference else None
-            mixed = dict(allow_mixed_windows=allow_mixed_windows)
-            report.compared_windows(runs, reference, allow_mixed=allow_mixed_windows)
-            display(report.styled(report.runs_table(runs)))
-            """),
+        code(
+            config_call(CompareConfig)
+            + dedent("""
+                with_reference = config.include_reference
+                runs = report.load_runs(config.results_dirs, include_reference=with_reference)
+                reference = report.reference_results() if with_reference else None
+                mixed = dict(allow_mixed_windows=config.allow_mixed_windows)
+                report.compared_windows(runs, reference, allow_mixed=config.allow_mixed_windows)
+                display(report.styled(report.runs_table(runs)))
+                """)
+        ),
         md("## Before/after per run"),
         code("report.styled(report.compare_table(runs, reference, **mixed))"),
         md("## Reduction per case"),
@@ -242,7 +267,8 @@ COMPARE = new_notebook(
             failed validation, no interval). The lines below are what the command prints.
             """),
         code("""
-            outcomes = {name: gate.gate_results(r, max_slowdown_pct) for name, r in runs.items()}
+            slowdown = config.max_slowdown_pct
+            outcomes = {name: gate.gate_results(r, slowdown) for name, r in runs.items()}
             display(report.styled(gate.gate_table(outcomes)))
             for name, outcome in outcomes.items():
                 print("\\n".join(f"{name}: {line}" for line in gate.gate_lines(outcome)))

@@ -6,9 +6,10 @@
 #
 # Where: $EMBEDBENCH_VLLM_OMNI_VENV, else $EMBEDBENCH_CACHE/vllm-omni-cpu-venv, else
 # ${XDG_CACHE_HOME:-~/.cache}/embedbench/vllm-omni-cpu-venv. Python: $PYTHON (python3).
-# Idempotent: a stamp holding this script's hash marks a finished build; a second run
-# only re-points the editable embedbench install at this checkout when it moved, and
-# a changed script rebuilds from scratch. Concurrent runs wait on a lock.
+# Idempotent: a stamp holding this script's hash (comments and log lines left out)
+# marks a finished build; a second run only re-points the editable embedbench install
+# at this checkout when it moved, and a changed build step rebuilds from scratch.
+# Concurrent runs wait on a lock. Progress goes to stderr, one line per step.
 # About 2.5 GB on disk; a fresh build took 61-87 s on the project's 2-core CI machine
 # (torch from its local wheel, the rest, ~1.2 GB of wheels, from the package registry).
 #
@@ -93,12 +94,15 @@ log() { echo "vllm-omni-cpu-env: $*" >&2; }
 
 STAMP="$VENV/.embedbench-vllm-omni-cpu-env"
 SOURCE_STAMP="$VENV/.embedbench-source"
-WANT="$(sha256sum <"${BASH_SOURCE[0]}" | cut -d" " -f1) $TORCH"
+WANT="$(grep -Ev '^[[:space:]]*(#|log )' "${BASH_SOURCE[0]}" | sha256sum | cut -d" " -f1) $TORCH"
 VPY="$VENV/bin/python"
 
 mkdir -p "$(dirname "$VENV")"
 exec 9>"$VENV.lock"
-flock 9
+if ! flock -n 9; then
+  log "waiting for another build of $VENV to finish"
+  flock 9
+fi
 
 LOG="$VENV.build.log"
 # pip's output (including its long, expected list of vLLM's unmet --no-deps requirements)
@@ -113,18 +117,25 @@ pip_quiet() {
 
 if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$WANT" ]]; then
   start=$(date +%s)
-  log "building $VENV (from scratch)"
+  log "building the vLLM-Omni CPU venv in $VENV (about 2.5 GB, one to two minutes;"
+  log "built once, then reused from this cache; pip's output goes to $LOG)"
   rm -rf "$VENV"
   : >"$LOG"
   "$PYTHON" -m venv "$VENV"
   pip_quiet --upgrade pip
   read -r -a TORCH_ARGS <<<"$TORCH"
+  log "1/4 installing $TORCH"
   pip_quiet "${TORCH_ARGS[@]}"
+  log "2/4 installing ${NO_DEPS_CORE[*]} (without their dependencies)"
   pip_quiet --no-deps "${NO_DEPS_CORE[@]}"
+  log "3/4 installing ${WITH_DEPS[*]}"
   pip_quiet "${WITH_DEPS[@]}"
+  log "4/4 installing ${#NO_DEPS_SMALL[@]} small packages of the thinker's import chain"
   pip_quiet --no-deps "${NO_DEPS_SMALL[@]}"
   rm -f "$SOURCE_STAMP"
   log "packages installed in $(( $(date +%s) - start )) s"
+else
+  log "using the cached vLLM-Omni CPU venv in $VENV"
 fi
 
 # Re-done when the checkout moved or its dependencies changed.
@@ -150,6 +161,6 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$WANT" ]]; then
     exit 1
   fi
   echo "$WANT" >"$STAMP"
-  log "ready ($(du -sh "$VENV" | cut -f1))"
+  log "ready ($(du -sh "$VENV" | cut -f1)), cached in $VENV for later runs"
 fi
 echo "$VPY"

@@ -1,4 +1,5 @@
-"""Shared fixtures: a small synthetic checkpoint with the real vocabulary and token ids."""
+"""Shared fixtures: a small synthetic checkpoint with the real vocabulary and token ids;
+and the test tiers (markers unit, e2e, notebook, integration; see TIERS)."""
 
 import os
 import tempfile
@@ -13,6 +14,58 @@ SMALL_HIDDEN = 32
 # Runs take a host-wide lock; a private lock dir keeps this test session (and the
 # subprocesses it starts) from colliding with another session on the same machine.
 os.environ["EMBEDBENCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="embedbench-test-lock-")
+# Short guard windows (contention and iowait; default 0.25 s, 0.1 s between workers):
+# runs under test are --allow-busy or checked against fakes, so they need not sleep a
+# second per run. Tests of the windows themselves pass them explicitly or unset this.
+os.environ["EMBEDBENCH_CONTENTION_WINDOW_S"] = "0.02"
+
+
+# Every test module's tier (README, Commands: `make test-unit` runs `-m unit`):
+#   unit         fast (the tier runs in well under a minute), never runs the harness
+#   e2e          runs the harness (`embedbench run`, `run()`, the self-test, in process or
+#                as `python -m embedbench`), or takes seconds end to end without it: the
+#                seeded calibration simulations (test_intervals), a real busy core, a
+#                CLI subprocess
+#   notebook     executes the notebooks through papermill
+#   integration  the real vLLM-Omni code in its CPU venv (scripts/vllm-omni-cpu-env.sh)
+# A test that uses the `small_run_dir` fixture (a harness run) is e2e wherever it lives; a
+# test's own tier marker (`@pytest.mark.e2e`) overrides its module's.
+TIERS = {
+    "unit": [
+        *("test_allocator.py", "test_checkpoint.py", "test_config.py", "test_contention.py"),
+        *("test_diagnostics.py", "test_freshness.py", "test_gate.py", "test_gitsource.py"),
+        *("test_hostlock.py", "test_ioguard.py", "test_isolation.py", "test_results.py"),
+        *("test_paired_benchmark.py", "test_reference_target.py", "test_scenarios.py"),
+        *("test_stats.py", "test_sysinfo.py", "test_timing.py", "test_validation.py"),
+        # on main, not yet on this branch (all fast, none runs the harness)
+        *("test_blocks.py", "test_errors.py", "test_markdown.py", "test_readme_parameters.py"),
+    ],
+    "e2e": [
+        *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),
+        *("test_intervals.py", "test_report.py", "test_run_guards.py", "test_schema_compat.py"),
+        *("test_selftest.py", "test_windows.py", "test_workers.py"),
+        "test_torch_free.py",  # CLI subprocesses with torch blocked; its notebook test: notebook
+    ],
+    "notebook": ["test_notebooks.py"],
+    "integration": ["test_vllm_omni_integration.py"],
+}
+MODULE_TIER = {module: tier for tier, modules in TIERS.items() for module in modules}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test exactly one tier marker: its own, else e2e for a harness run's
+    fixture, else its module's (a module missing from TIERS is an error, not a guess)."""
+    for item in items:
+        own = [m.name for m in item.own_markers if m.name in TIERS]
+        if own:
+            continue
+        module = item.path.name
+        if module not in MODULE_TIER:
+            raise pytest.UsageError(
+                f"tests/{module} has no tier: add it to TIERS in tests/conftest.py"
+            )
+        tier = "e2e" if "small_run_dir" in item.fixturenames else MODULE_TIER[module]
+        item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")

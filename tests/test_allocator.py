@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from embedbench.isolation import allowed_cores, isolated
 from embedbench.timing import measure_pair
 
@@ -37,6 +39,7 @@ def _faults_per_call(mode: str) -> float:
     return float(proc.stdout.strip())
 
 
+@pytest.mark.e2e  # seconds: see TIERS in conftest.py
 def test_steady_allocator_removes_page_faults_from_repeated_big_buffers():
     # Two 8.4 MB buffers are 4,100 pages of 4 kB: a call on fresh pages faults thousands of
     # times. A few stray faults may remain (the host's memory reclaim can take cold pages).

@@ -1,13 +1,16 @@
 """The command line end to end on a small geometry, and its bad-input refusals."""
 
+import dataclasses
 import json
 import subprocess
 import sys
 
+import pytest
 from helpers import QUICK
 
 from embedbench import checkpoint
 from embedbench.cli import build_parser, config_from_args, main
+from embedbench.config import RunConfig
 from embedbench.results import RESULT_FILES, load_results
 from embedbench.scenarios import CASE_LABELS, CASES
 from embedbench.validation import EXPECTED_LOOKUPS
@@ -74,6 +77,113 @@ def test_lm_shim_flag_reaches_the_config(capsys):
     assert "--lm-shim {flat,production}" in capsys.readouterr().out
 
 
+# The run flags as DESIGN §2 names them: spelling and kind are part of the interface.
+RUN_FLAGS = {
+    "--model": "value",
+    "--target": "value",
+    "--repo": "value",
+    "--baseline-ref": "value",
+    "--candidate-ref": "value",
+    "--cpu-core": "value",
+    "--lengths": "values",
+    "--cases": "values",
+    "--warmup": "value",
+    "--blocks": "value",
+    "--iterations": "value",
+    "--device": "value",
+    "--seed": "value",
+    "--output-dir": "value",
+    "--overwrite": "switch",
+    "--allow-busy": "switch",
+    "--aa": "switch",
+    "--processes": "value",
+    "--timing-window": "value",
+    "--lm-shim": "value",
+    "--no-progress": "switch",
+}
+
+
+def _run_actions() -> dict:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    run = sub.choices["run"]
+    return {a.option_strings[0]: a for a in run._actions if a.option_strings[0] != "-h"}
+
+
+def test_run_flags_are_the_runconfig_fields_spelled_as_before():
+    actions = _run_actions()
+    kinds = {
+        flag: "switch" if a.nargs == 0 else "values" if a.nargs == "+" else "value"
+        for flag, a in actions.items()
+    }
+    assert kinds == RUN_FLAGS
+    fields = [f.name for f in dataclasses.fields(RunConfig)]
+    assert [a.dest for a in actions.values() if a.dest != "no_progress"] == fields
+    assert actions["--aa"].dest == "aa_check"
+    assert config_from_args(build_parser().parse_args(["run"])) == RunConfig()
+
+
+def test_run_flags_reach_the_config():
+    args = build_parser().parse_args(
+        [
+            *("run", "--model", "/m", "--target", "vllm-omni", "--repo", "/r"),
+            *("--baseline-ref", "abc", "--candidate-ref", "HEAD", "--cpu-core", "1"),
+            *("--lengths", "512", "1172", "--cases", "audio", "text", "--warmup", "3"),
+            *("--blocks", "8", "--iterations", "4", "--device", "cpu", "--seed", "9"),
+            *("--output-dir", "/o", "--overwrite", "--allow-busy", "--aa"),
+            *("--processes", "2", "--timing-window", "tight", "--lm-shim", "production"),
+        ]
+    )
+    assert config_from_args(args) == RunConfig(
+        model="/m",
+        target="vllm-omni",
+        repo="/r",
+        baseline_ref="abc",
+        candidate_ref="HEAD",
+        cpu_core=1,
+        lengths=(512, 1172),
+        cases=("audio", "text"),
+        warmup=3,
+        blocks=8,
+        iterations=4,
+        device="cpu",
+        seed=9,
+        output_dir="/o",
+        overwrite=True,
+        allow_busy=True,
+        aa_check=True,
+        processes=2,
+        timing_window="tight",
+        lm_shim="production",
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, lengths, cases",
+    [
+        (["--lengths", "1172,4096"], (1172, 4096), CASES),
+        (["--lengths", "[512, 1172]"], (512, 1172), CASES),
+        (["--lengths", "512", "1172"], (512, 1172), CASES),
+        (["--lengths", "512,", "1172"], (512, 1172), CASES),
+        (["--cases", "Text"], (1172,), ("text",)),
+        (["--cases", "text,AUDIO"], (1172,), ("text", "audio")),
+        (["--cases", "Audio + image + video", "video"], (1172,), ("mixed", "video")),
+    ],
+)
+def test_lengths_take_commas_and_cases_take_any_letter_case_and_labels(argv, lengths, cases):
+    config = config_from_args(build_parser().parse_args(["run", *argv]))
+    assert (config.lengths, config.cases) == (lengths, cases)
+
+
+def test_a_bad_case_is_one_line_and_exit_2(capsys):
+    assert main(["run", "--cases", "smell", "--output-dir", "/nonexistent/x"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "embedbench: error: unknown case 'smell'; choose from "
+        "text, audio, image, video, mixed, interleaved\n"
+    )
+
+
 def test_run_with_the_production_shim_records_it(small_checkpoint, tmp_path):
     out = tmp_path / "out"
     proc = _run(
@@ -125,3 +235,17 @@ def test_selftest_command_prints_a_line_and_writes_json(tmp_path):
     assert result["design"]["delay_us"] == 50.0 and result["design"]["blocks"] == 8
     assert len(result["checks"]) == 5 and len(proc.stdout.strip().splitlines()) == 6
     assert (proc.returncode == 0) == result["passed"]
+
+
+@pytest.mark.unit
+def test_top_level_help_is_plain_text_and_names_every_subcommand(capsys):
+    parser = build_parser()
+    commands = list(parser._subparsers._group_actions[0].choices)
+    assert {"run", "report", "validate", "gate", "selftest", "synth-checkpoint"} <= set(commands)
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    description = out[out.index("\n\n") : out.index("positional arguments")]
+    assert "``" not in out and "`" not in description
+    words = description.replace(",", " ").replace(";", " ").split()
+    assert all(command in words for command in commands), description  # unbroken names
+    assert "Exit codes: 0" in out and "130 interrupted" in out

@@ -2,7 +2,7 @@
 
 import pytest
 
-from embedbench.config import DEFAULT_BASELINE_REF, RunConfig
+from embedbench.config import DEFAULT_BASELINE_REF, CompareConfig, ReportConfig, RunConfig
 from embedbench.errors import ConfigError
 from embedbench.scenarios import CASES
 
@@ -25,10 +25,31 @@ def test_defaults_match_the_original_script():
         ("512 1172", (512, 1172)),
         ("512,1172", (512, 1172)),
         (["512", "1172"], (512, 1172)),
+        (["1172,4096"], (1172, 4096)),  # --lengths 1172,4096
+        (["[512, 1172]"], (512, 1172)),  # --lengths "[512, 1172]"
+        (["512", "1172, 4096"], (512, 1172, 4096)),
     ],
 )
 def test_lengths_forms(value, expected):
     assert RunConfig(lengths=value).lengths == expected
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("Text", ("text",)),
+        (["Text"], ("text",)),  # --cases Text
+        (" AUDIO ", ("audio",)),
+        ("text,Audio", ("text", "audio")),
+        (["text,audio", "Video"], ("text", "audio", "video")),
+        ("Audio + image + video", ("mixed",)),  # the report's labels
+        (["Audio + image + video", "interleaved audio/video"], ("mixed", "interleaved")),
+        ("['Audio + image + video', 'Text']", ("mixed", "text")),
+        ("[text, audio]", ("text", "audio")),
+    ],
+)
+def test_cases_match_names_and_labels_in_any_letter_case(value, expected):
+    assert RunConfig(cases=value).cases == expected
 
 
 def test_string_forms_of_scalars_and_flags():
@@ -67,6 +88,8 @@ def test_string_forms_of_scalars_and_flags():
         ({"warmup": -1}, "warmup must be >= 0"),
         ({"cases": ["audio", "smell"]}, "unknown case 'smell'"),
         ({"cases": []}, "at least"),
+        ({"cases": ["Text", "text"]}, "cases has duplicates: \\['text', 'text'\\]"),
+        ({"cases": "Audio + video"}, "unknown case '\\+'"),
         ({"device": "tpu"}, "unknown device"),
         ({"target": "x"}, "unknown target"),
         ({"lm_shim": "bogus"}, "unknown lm_shim 'bogus'; choose from flat, production$"),
@@ -88,3 +111,33 @@ def test_from_mapping_refuses_unknown_names_and_round_trips_json():
         RunConfig.from_mapping({"lenghts": 512})
     c = RunConfig(lengths=[512, 1172], cases=["audio"])
     assert RunConfig.from_mapping(c.to_json()) == c
+
+
+def test_compare_and_report_parameters_are_coerced_like_the_run_parameters():
+    c = CompareConfig(
+        results_dirs="['a', 'b']",
+        include_reference="false",
+        max_slowdown_pct="2.5",
+        allow_mixed_windows="True",
+    )
+    assert c == CompareConfig(("a", "b"), False, 2.5, True)
+    assert CompareConfig(results_dirs=["/tmp/run A"]).results_dirs == ("/tmp/run A",)
+    assert CompareConfig().include_reference is True and CompareConfig().results_dirs == ()
+    assert ReportConfig(results_dir=" ").results_dir is None
+    assert ReportConfig(results_dir="/tmp/x").results_dir == "/tmp/x"
+
+
+@pytest.mark.parametrize(
+    "changes, fragment",
+    [
+        ({"include_reference": "maybe"}, "include_reference must be true or false"),
+        ({"allow_mixed_windows": "2"}, "allow_mixed_windows must be true or false"),
+        ({"max_slowdown_pct": "-1"}, "max_slowdown_pct must be >= 0"),
+        ({"max_slowdown_pct": float("inf")}, "finite"),
+        ({"max_slowdown_pct": "lots"}, "max_slowdown_pct must be a number"),
+    ],
+)
+def test_bad_compare_parameters_are_refused_with_one_line(changes, fragment):
+    with pytest.raises(ConfigError, match=fragment) as info:
+        CompareConfig(**changes)
+    assert "\n" not in str(info.value)

@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from embedbench.errors import ContentionError, EmbedbenchError
-from embedbench.isolation import allowed_cores, check_contention, read_cpu_jiffies
+from embedbench import ioguard
+from embedbench.errors import ConfigError, ContentionError, EmbedbenchError
+from embedbench.isolation import (
+    CONTENTION_WINDOW_S,
+    allowed_cores,
+    check_contention,
+    read_cpu_jiffies,
+)
 
 STAT_HEADER = "cpu  1 2 3 4 5 6 7 8 0 0\n"
 
@@ -122,6 +128,39 @@ def test_bad_parameters_are_refused():
         check_contention(0, windows=0)
 
 
+def test_the_window_is_the_default_or_the_variable_and_is_recorded(tmp_path, monkeypatch):
+    a, b = _core_pair()
+    idle = {a: (0, 25), b: (0, 25)}
+
+    def check(**kwargs):
+        fake = FakeStat(tmp_path / "stat", [idle, idle])
+        slept: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            fake.sleep(seconds)
+
+        reading = check_contention(a, proc_stat=fake.path, sleep=sleep, **kwargs)
+        return slept, reading.to_json()["window_s"]
+
+    monkeypatch.delenv(ioguard.WINDOW_ENV, raising=False)
+    assert CONTENTION_WINDOW_S == 0.25  # what users get: unchanged
+    assert check() == ([0.25, 0.25], 0.25)
+    monkeypatch.setenv(ioguard.WINDOW_ENV, " 0.03 ")
+    assert check() == ([0.03, 0.03], 0.03)
+    assert check(window_s=0.5) == ([0.5, 0.5], 0.5)  # an explicit window wins
+    monkeypatch.setenv(ioguard.WINDOW_ENV, "")
+    assert check() == ([0.25, 0.25], 0.25)  # empty means unset
+    for bad in ("0", "-1", "fast", "nan", "inf"):
+        monkeypatch.setenv(ioguard.WINDOW_ENV, bad)
+        with pytest.raises(ConfigError, match="EMBEDBENCH_CONTENTION_WINDOW_S must be"):
+            check()
+
+
+def test_the_test_session_uses_short_windows():
+    assert float(os.environ[ioguard.WINDOW_ENV]) < 0.1  # tests/conftest.py
+
+
 BUSY_LOOP = (
     "import os, sys\n"
     "os.sched_setaffinity(0, {%d})\n"
@@ -131,6 +170,11 @@ BUSY_LOOP = (
 )
 
 
+# A real core is judged over the default window (the tests' short one spans ~2 ticks).
+REAL_WINDOW = CONTENTION_WINDOW_S
+
+
+@pytest.mark.e2e  # seconds: see TIERS in conftest.py
 def test_real_busy_process_is_refused_and_an_idle_core_accepted():
     cores = allowed_cores()
     if len(cores) < 2:
@@ -151,8 +195,8 @@ def test_real_busy_process_is_refused_and_an_idle_core_accepted():
         assert busy.stdout.readline().strip() == "ready"
         time.sleep(0.2)  # let the loop run for a while before sampling
         with pytest.raises(ContentionError, match=f"cpu core {busy_core} is \\d+ % busy"):
-            check_contention(busy_core, threshold=0.5, candidates=cores)
-        labelled = check_contention(busy_core, threshold=0.5, allow_busy=True)
+            check_contention(busy_core, threshold=0.5, candidates=cores, window_s=REAL_WINDOW)
+        labelled = check_contention(busy_core, threshold=0.5, allow_busy=True, window_s=REAL_WINDOW)
         assert labelled.busy and labelled.allowed and labelled.busy_share > 0.9
 
         # The idle core: other work on this machine (not this test) may keep it busy for a
@@ -161,7 +205,9 @@ def test_real_busy_process_is_refused_and_an_idle_core_accepted():
         deadline = time.monotonic() + 20.0
         while time.monotonic() < deadline:
             try:
-                reading = check_contention(idle_core, threshold=0.5, candidates=cores)
+                reading = check_contention(
+                    idle_core, threshold=0.5, candidates=cores, window_s=REAL_WINDOW
+                )
             except ContentionError as exc:
                 last = exc.reading
                 time.sleep(1.0)

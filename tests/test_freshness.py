@@ -254,6 +254,7 @@ def test_the_reference_target_is_fresh_in_a_fresh_process():
     assert report["wall"] < 2.0, report
 
 
+@pytest.mark.e2e
 def test_a_stale_target_module_refuses_the_run_before_writing(
     load, small_checkpoint, tmp_path, monkeypatch, capsys
 ):

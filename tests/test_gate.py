@@ -327,6 +327,7 @@ def _cli(*args):
     )
 
 
+@pytest.mark.e2e  # seconds: see TIERS in conftest.py
 def test_gate_through_a_subprocess(tmp_path):
     run = _results_dir(tmp_path, [_row("audio", (40.0, 45.0)), _row("video", (-3.0, -2.0))])
     failed = _cli(str(run))

@@ -22,6 +22,12 @@ from embedbench.ioguard import (
 MiB = 2**20
 
 
+@pytest.fixture(autouse=True)
+def _default_windows(monkeypatch):
+    """These tests check the default window against fake sleeps: no short test window."""
+    monkeypatch.delenv(ioguard.WINDOW_ENV, raising=False)
+
+
 def _meminfo_text(dirty: int, writeback: int) -> str:
     return (
         "MemTotal:       131072000 kB\n"
@@ -294,3 +300,18 @@ def test_metadata_schema_takes_an_io_guard_reading_and_old_results_without_one(t
         assert first_problem("metadata.json", {**metadata, "io_guard": value}, "embedbench") is None
     problem = first_problem("metadata.json", {**metadata, "io_guard": "quiet"}, "embedbench")
     assert problem is not None and problem.startswith("metadata.json.io_guard")
+
+
+def test_the_window_variable_sets_the_iowait_window_and_the_reading_records_it(
+    tmp_path, monkeypatch
+):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(_meminfo_text(0, 0))
+    slept: list[float] = []
+    reading = ioguard.read_io(meminfo=meminfo, sleep=slept.append)
+    assert slept == [ioguard.IOWAIT_WINDOW_S] and reading.iowait_window_s == 0.25
+    monkeypatch.setenv(ioguard.WINDOW_ENV, "0.05")
+    reading = ioguard.read_io(meminfo=meminfo, sleep=slept.append)
+    assert slept[-1] == 0.05 and reading.to_json()["iowait_window_s"] == 0.05
+    wait_for_quiet_io(meminfo=meminfo, sleep=slept.append, log=lambda _m: None)
+    assert slept[-1] == 0.05

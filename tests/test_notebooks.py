@@ -3,6 +3,7 @@
 import ast
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +12,15 @@ import nbformat
 import papermill as pm
 import pytest
 
-from embedbench.config import RunConfig
+from embedbench.config import CompareConfig, ReportConfig, RunConfig
 from embedbench.results import RESULT_FILES
 from embedbench.scenarios import CASES
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-# Every RunConfig field is a run.ipynb parameter (one list, in config.py).
-RUN_PARAMS = [f.name for f in dataclasses.fields(RunConfig) if f.name != "extra"]
-COMPARE_PARAMS = ["results_dirs", "include_reference", "max_slowdown_pct", "allow_mixed_windows"]
+# Every field of a notebook's config class is one of its parameters (one list, config.py).
+CONFIGS = {"run.ipynb": RunConfig, "report.ipynb": ReportConfig, "compare.ipynb": CompareConfig}
+RUN_PARAMS = [f.name for f in dataclasses.fields(RunConfig)]
+COMPARE_PARAMS = [f.name for f in dataclasses.fields(CompareConfig)]
 PR_HEADER = "| Input | Before (μs) | After (μs) | Host latency reduction |"
 SIZE_BUDGET = 2 * 1024 * 1024
 
@@ -77,17 +79,22 @@ def test_library_never_switches_backend_or_shows():
         assert "MPLBACKEND" not in text, path
 
 
-def test_run_parameters_are_runconfig_fields_with_its_defaults():
-    nb = nbformat.read(NOTEBOOKS / "run.ipynb", as_version=4)
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_parameters_are_the_config_fields_with_their_defaults(name):
+    config_class = CONFIGS[name]
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     lines = [line for line in cell.source.splitlines() if line.strip()]
     names = [line.split(":", 1)[0] for line in lines]
-    assert names == RUN_PARAMS
-    defaults = RunConfig().to_json()
-    for name, line in zip(names, lines, strict=True):
-        value = line.split("=", 1)[1].split("  #", 1)[0]
-        assert ast.literal_eval(value.strip()) == defaults[name], name
-    call = next(c.source for c in nb.cells if "config = RunConfig(" in c.source)
+    params = dataclasses.fields(config_class)
+    assert names == [f.name for f in params]
+    defaults = config_class()
+    for param, line in zip(params, lines, strict=True):
+        value = ast.literal_eval(line.split("=", 1)[1].split("  #", 1)[0].strip())
+        assert config_class(**{param.name: value}) == defaults, param.name
+        assert line.endswith(f"  # {param.metadata['help']}")
+    # Every parameter reaches the config class, which coerces and checks it.
+    call = next(c.source for c in nb.cells if f"config = {config_class.__name__}(" in c.source)
     assert all(f"{name}={name}" in call for name in names)
 
 
@@ -153,6 +160,34 @@ def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_p
     for run_name in (out_dir.name, small_run_dir.name):  # the gate's lines, as the CLI prints
         assert f"{run_name}: gate: pass, 6 cases, none slower beyond 100.00 %" in text
     assert len([o for o in _outputs(compared) if "image/png" in o.get("data", {})]) == 1
+
+
+def test_compare_include_reference_false_from_the_papermill_cli_excludes_it(
+    small_run_dir, tmp_path
+):
+    # papermill passes `-p include_reference false` as the string "false" (only "False" is
+    # converted), which the notebook once took as true.
+    copy = tmp_path / "copy"
+    shutil.copytree(small_run_dir, copy)
+    out = tmp_path / "compare.ipynb"
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "papermill", str(NOTEBOOKS / "compare.ipynb"), str(out)),
+            *("-y", f"results_dirs: [{small_run_dir}, {copy}]"),
+            *("-p", "include_reference", "false", "-p", "max_slowdown_pct", "100"),
+            *("-p", "allow_mixed_windows", "no", "--cwd", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    compared = nbformat.read(out, as_version=4)
+    _assert_clean(compared)
+    text = _text(compared)
+    assert "PR #7477" not in text and "104.32" not in text
+    for run_name in (small_run_dir.name, copy.name):
+        assert f"{run_name}: gate: pass, 6 cases, none slower beyond 100.00 %" in text
 
 
 @pytest.mark.parametrize(
@@ -252,3 +287,35 @@ def test_committed_notebooks_match_their_source_script():
         [sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_readmes_html_path_loads_nothing_from_the_network(small_run_dir, tmp_path):
+    """The README's nbconvert line (and make's) on an executed notebook: no remote script."""
+    import re
+    import shlex
+
+    root = NOTEBOOKS.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    [line] = [ln for ln in readme.splitlines() if ln.startswith("jupyter nbconvert --to html")]
+    argv = shlex.split(line.split("#")[0])
+    assert argv[-1].endswith(".ipynb") and "--template-file" in argv
+    template = argv[argv.index("--template-file") + 1]
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+    assert f"--template-file {template}" in makefile  # make run/report/compare: the same
+
+    executed = tmp_path / "report.ipynb"
+    _assert_clean(_execute("report.ipynb", executed, results_dir=str(small_run_dir)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", *argv[1:-1], str(executed)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    page = executed.with_suffix(".html").read_text(encoding="utf-8")
+    assert PR_HEADER in page and 'src="data:image/png;base64,' in page
+    remote = re.findall(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page, flags=re.I)
+    assert not remote, remote
+    assert not re.search(r"""import\s*\(\s*["']https?://""", page)  # no module import
+    assert "cdnjs" not in page and "require.min.js" not in page and "mathjax" not in page.lower()

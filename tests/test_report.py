@@ -2,11 +2,13 @@
 
 import copy
 import re
+from datetime import datetime, timezone
 
 import pytest
 from matplotlib.figure import Figure
 
 from embedbench import ConfigError, load_results, plots, report
+from embedbench.config import RunConfig
 from embedbench.htmlreport import render_html, write_html
 from embedbench.scenarios import CASE_LABELS, CASES
 
@@ -181,3 +183,41 @@ def test_diagnostics_table_and_notes(result):
     assert "Audio: drift: Spearman rho 0.90 with d_b, 0.80 with baseline medians" in notes
     labels = tuple(f"{CASE_LABELS[c]}: " for c in CASES)
     assert all(note.startswith(labels) for note in notes)
+
+
+def test_the_built_in_replica_shows_no_checkout_refs_or_vllm_versions(result):
+    prov = report.provenance_table(result)  # the quick run: target reference
+    for field in ("baseline ref", "candidate ref", "work tree dirty"):
+        assert prov.loc[field, "value"] == "n/a (built-in replica)"
+    assert prov.loc["vllm / vllm-omni / transformers", "value"] == "not used (built-in replica)"
+    assert "None" not in set(prov["value"])
+    config = report.config_table(RunConfig())
+    for parameter in ("repo", "baseline_ref", "candidate_ref"):
+        assert config.loc[parameter, "value"] == "n/a (built-in replica)"
+
+    omni = copy.deepcopy(result)
+    omni.metadata["target"] = "vllm-omni"
+    omni.metadata["refs"] = {"baseline_ref": "v1", "baseline_sha": "abc", "candidate_ref": "HEAD"}
+    omni.metadata["versions"].update({"vllm": "0.9", "vllm-omni": "0.1", "transformers": "4.5"})
+    prov = report.provenance_table(omni)
+    assert prov.loc["baseline ref", "value"] == "v1 (abc)"
+    assert prov.loc["candidate ref", "value"] == "HEAD"
+    assert prov.loc["vllm / vllm-omni / transformers", "value"] == "0.9 / 0.1 / 4.5"
+    config = report.config_table(RunConfig(target="vllm-omni", repo="/src/vllm-omni"))
+    assert config.loc["repo", "value"] == "/src/vllm-omni"
+    assert config.loc["baseline_ref", "value"] == RunConfig().baseline_ref
+
+
+def test_runs_table_shows_the_start_as_iso_utc(result, small_run_dir):
+    runs = report.load_runs([str(small_run_dir)], include_reference=True)
+    started = report.runs_table(runs).loc["quick", "started"]
+    expected = datetime.fromtimestamp(result.metadata["start_time"], tz=timezone.utc)
+    assert started == expected.isoformat(timespec="seconds") and started.endswith("+00:00")
+
+
+def test_timer_floor_is_shown_to_three_decimals(result):
+    floor = report.timer_floor_table(result)
+    for column in ("p5", "median", "p95"):
+        assert all(round(v, 3) == v for v in floor[column])
+    shown = report.styled(floor).to_html()
+    assert not re.search(r">\d+\.\d{4,}<", shown) and re.search(r">\d+\.\d{3}<", shown)

@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import save_file
 
 from embedbench import sysinfo
+from embedbench.safetensors_header import header_entry
 
 KEY = "thinker.model.embed_tokens.weight"
 SHARD = "model-00001-of-00001.safetensors"
@@ -106,12 +107,12 @@ def test_fingerprint_reports_what_it_cannot_read(tmp_path):
 
 def test_header_entry_matches_safetensors(tmp_path):
     a = _checkpoint(tmp_path / "a", rows=5, hidden=3)
-    entry = sysinfo.safetensors_header_entry(a / SHARD, KEY)
+    entry = header_entry(a / SHARD, KEY)
     assert entry["dtype"] == "BF16" and entry["shape"] == [5, 3]
     start, end = entry["data_offsets"]
     assert end - start == 5 * 3 * 2
     with pytest.raises(ValueError):
-        sysinfo.safetensors_header_entry(a / SHARD, "missing")
+        header_entry(a / SHARD, "missing")
 
 
 def test_cpufreq_governor_driver_and_boost_from_sysfs(tmp_path, monkeypatch):

@@ -52,7 +52,9 @@ def test_time_calls_records_three_clocks_per_call():
     for host, cpu, completion in samples:
         assert host >= 200
         assert completion >= host
-        assert cpu > 0.5 * host  # a busy-wait runs on the calling thread
+        assert cpu <= host + 1.0  # the PR's window: the thread clock is read inside the wall one
+    # A busy-wait runs on the calling thread (a call preempted on a busy machine may not).
+    assert max(cpu / host for host, cpu, _ in samples) > 0.5
 
 
 def test_time_calls_host_latency_excludes_the_sync_before():

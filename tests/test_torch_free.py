@@ -161,6 +161,7 @@ def _execute_without_torch(name: str, tmp_path: Path, *params: str) -> nbformat.
     return executed
 
 
+@pytest.mark.notebook
 def test_report_and_compare_notebooks_run_without_torch(small_run_dir, tmp_path):
     report = _execute_without_torch(
         "report.ipynb", tmp_path, "-p", "results_dir", str(small_run_dir)

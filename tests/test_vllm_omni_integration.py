@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 import zipfile
 from pathlib import Path
@@ -70,26 +71,50 @@ def _cannot_run(reason: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def omni_python() -> Path:
-    """The python of the vLLM-Omni CPU venv (built on first use, then reused)."""
+def omni_python(pytestconfig: pytest.Config) -> Path:
+    """The python of the vLLM-Omni CPU venv (built on first use, then reused).
+
+    The script's progress lines go to the terminal as they come, past pytest's output
+    capture: the first build takes a minute or two and should not look like a hang.
+    """
     if shutil.which("git") is None or shutil.which("flock") is None:
         _cannot_run("git and flock are needed to build the vLLM-Omni CPU venv")
     env = {**os.environ, "PYTHON": sys.executable}
+    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    lines: list[str] = []
+
+    def relay(stream) -> None:
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+            if terminal is not None:
+                terminal.write_line(lines[-1])
+
+    proc = subprocess.Popen(
+        ["bash", str(ENV_SCRIPT)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    reader = threading.Thread(target=relay, args=(proc.stderr,), daemon=True)
+    reader.start()
+    if terminal is not None:
+        terminal.write_line("")  # the progress lines start on a line of their own
     try:
-        proc = subprocess.run(
-            ["bash", str(ENV_SCRIPT)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=BUILD_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        proc.wait(timeout=BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
         _cannot_run(f"scripts/vllm-omni-cpu-env.sh took over {BUILD_TIMEOUT_S} s")
+    finally:
+        reader.join(timeout=10)
+    with proc.stdout:  # one line, the venv's python: pip's output goes to the build log
+        stdout = proc.stdout.read()
     if proc.returncode != 0:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-4:])
+        tail = " | ".join(lines[-4:])
         _cannot_run(f"the vLLM-Omni CPU venv could not be built (no network?): {tail}")
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return Path(stdout.strip().splitlines()[-1])
 
 
 def _wheel(python: Path, version: str) -> Path:

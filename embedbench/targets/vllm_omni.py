@@ -39,7 +39,7 @@ from torch import nn
 from embedbench import freshness, gitsource
 from embedbench.checkpoint import ThinkerFacts
 from embedbench.config import LM_SHIMS, WORKTREE
-from embedbench.errors import EmbedbenchError, GitSourceError, one_line
+from embedbench.errors import EmbedbenchError, GitSourceError
 from embedbench.sysinfo import package_version
 from embedbench.targets import Target, lm_metadata
 from embedbench.targets.reference import FlatLanguageModel, tag_modality
@@ -64,7 +64,7 @@ class VllmOmniImportError(EmbedbenchError):
 
 
 def _fail(message: str) -> VllmOmniImportError:
-    return VllmOmniImportError(one_line(message))
+    return VllmOmniImportError(message)
 
 
 def _inside(path: str | Path | None, root: Path) -> bool:
@@ -194,10 +194,8 @@ def _thinker_config(facts: ThinkerFacts) -> Any:
         config = Qwen2_5OmniThinkerConfig.from_dict(dict(facts.thinker_config))
     except Exception as exc:
         raise EmbedbenchError(
-            one_line(
-                f"the checkpoint's thinker_config is not a valid Qwen2_5OmniThinkerConfig "
-                f"({type(exc).__name__}: {exc}); pass a Qwen2.5-Omni checkpoint"
-            )
+            f"the checkpoint's thinker_config is not a valid Qwen2_5OmniThinkerConfig "
+            f"({type(exc).__name__}: {exc}); pass a Qwen2.5-Omni checkpoint"
         ) from None
     expected = {
         "audio_token_index": facts.audio_token_id,
@@ -207,10 +205,8 @@ def _thinker_config(facts: ThinkerFacts) -> Any:
     seen = {name: getattr(config, name, None) for name in expected}
     if seen != expected:
         raise EmbedbenchError(
-            one_line(
-                f"Qwen2_5OmniThinkerConfig reads token ids {seen} from the checkpoint's "
-                f"thinker_config, which says {expected}; pass a Qwen2.5-Omni checkpoint"
-            )
+            f"Qwen2_5OmniThinkerConfig reads token ids {seen} from the checkpoint's "
+            f"thinker_config, which says {expected}; pass a Qwen2.5-Omni checkpoint"
         )
     return config
 
@@ -254,11 +250,9 @@ def _vocab_parallel_embedding(table: torch.Tensor) -> nn.Module:
         layer.weight = nn.Parameter(table, requires_grad=False)
     except Exception as exc:
         raise EmbedbenchError(
-            one_line(
-                f"vLLM's VocabParallelEmbedding({vocab}, {hidden}, params_dtype={table.dtype}, "
-                f"disable_tp=True) cannot be built around the table ({type(exc).__name__}: "
-                f"{exc}); vLLM 0.30 builds it on CPU; with another vLLM use --target reference"
-            )
+            f"vLLM's VocabParallelEmbedding({vocab}, {hidden}, params_dtype={table.dtype}, "
+            f"disable_tp=True) cannot be built around the table ({type(exc).__name__}: "
+            f"{exc}); vLLM 0.30 builds it on CPU; with another vLLM use --target reference"
         ) from None
     if layer.weight.data_ptr() != table.data_ptr():
         raise EmbedbenchError(

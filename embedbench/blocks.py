@@ -1,0 +1,100 @@
+"""One case's block records as one table, built once and read by name.
+
+The statistics (``stats.summarize_pair``) and the diagnostics (``diagnostics``) of a
+case both start from the same per-block view: for every block, each variant's samples
+of every metric, which variant ran first, the worker process that ran it and the CPU
+frequency read around it. ``block_table`` builds that view once from raw records
+(``BlockRecord`` objects or their JSON); metrics are picked by their names in
+``metric_order``, never by position. No I/O, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from embedbench.timing import METRIC_ORDER
+
+VARIANTS: tuple[str, str] = ("baseline", "fixed")
+HOST = METRIC_ORDER[0]
+
+
+def _field(record: Any, name: str, default: Any = None) -> Any:
+    if isinstance(record, Mapping):
+        return record.get(name, default)
+    return getattr(record, name, default)
+
+
+@dataclass(frozen=True)
+class BlockTable:
+    """Per block (in block order): samples of each (variant, metric), order, worker, MHz."""
+
+    blocks: tuple[int, ...]
+    first: tuple[str, ...]
+    workers: tuple[int, ...]
+    mhz: tuple[tuple[float | None, ...], ...]
+    samples: Mapping[tuple[str, str], tuple[tuple[float, ...], ...]]
+    faults_per_call: Mapping[str, tuple[float, ...]]
+    iterations: int
+    metric_order: tuple[str, ...] = METRIC_ORDER
+
+    def metric(self, variant: str, metric: str = HOST) -> list[list[float]]:
+        """Each block's samples of ``metric`` for ``variant``, in block order."""
+        if metric not in self.metric_order:
+            raise KeyError(f"unknown metric {metric!r}; recorded: {', '.join(self.metric_order)}")
+        return [list(block) for block in self.samples[(variant, metric)]]
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+
+def block_table(
+    records: Iterable[Any],
+    *,
+    metric_order: Sequence[str] = METRIC_ORDER,
+    variants: Sequence[str] = VARIANTS,
+) -> BlockTable:
+    """The table of one case's records; every block needs one record of each variant."""
+    by_block: dict[int, dict[str, Any]] = {}
+    for record in records:
+        by_block.setdefault(int(_field(record, "block")), {})[_field(record, "variant")] = record
+    blocks = sorted(by_block)
+    missing = [b for b in blocks if set(by_block[b]) != set(variants)]
+    if not blocks or missing:
+        raise ValueError(
+            f"every block needs one record of each of {', '.join(variants)}: blocks {missing}"
+        )
+    pairs = [by_block[b] for b in blocks]
+    order = tuple(metric_order)
+    samples = {
+        (variant, name): tuple(
+            tuple(float(s[column]) for s in _field(pair[variant], "samples_us")) for pair in pairs
+        )
+        for variant in variants
+        for column, name in enumerate(order)
+    }
+    faults: dict[str, tuple[float, ...]] = {}
+    for variant in variants:
+        recorded = [
+            _field(p[variant], "minor_faults") / _field(p[variant], "iterations")
+            for p in pairs
+            if _field(p[variant], "minor_faults") is not None
+        ]
+        faults[variant] = tuple(float(x) for x in recorded)
+    return BlockTable(
+        blocks=tuple(blocks),
+        first=tuple(
+            _field(min(p.values(), key=lambda r: int(_field(r, "position", 0))), "variant")
+            for p in pairs
+        ),
+        workers=tuple(int(_field(p[variants[0]], "worker", 0) or 0) for p in pairs),
+        mhz=tuple(
+            tuple(_field(r, key) for r in p.values() for key in ("cpu_mhz_start", "cpu_mhz_end"))
+            for p in pairs
+        ),
+        samples=samples,
+        faults_per_call=faults,
+        iterations=len(_field(pairs[0][variants[0]], "samples_us")),
+        metric_order=order,
+    )
