@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from embedbench.cases import VARIANTS
 from embedbench.timing import METRIC_ORDER
 
-VARIANTS: tuple[str, str] = ("baseline", "fixed")
 HOST = METRIC_ORDER[0]
 
 
