@@ -31,6 +31,7 @@ from scipy import stats as sps
 
 from embedbench import stats
 from embedbench.blocks import HOST, BlockTable, block_table
+from embedbench.cases import VARIANTS
 from embedbench.jsonvalues import plain
 
 ALPHA = 0.05
@@ -38,8 +39,7 @@ MAD_SCALE = 1.4826  # makes the MAD a consistent estimator of a normal sd
 MAD_K = 3.0
 TUKEY_K = 1.5
 MHZ_TOLERANCE_PCT = 2.0
-BASELINE = "baseline"
-FIXED = "fixed"
+BASELINE, FIXED = VARIANTS
 
 
 class _JsonMixin:

@@ -16,11 +16,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from embedbench import report
-from embedbench.cases import CASE_LABELS
+from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.results import RunResult
 
 COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2"}
-VARIANTS = ("baseline", "fixed")
 
 
 def _message_panel(fig: Figure, title: str, message: str) -> Figure:
