@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HIDDEN_7B = 3584
@@ -224,6 +224,22 @@ def _json_default(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- tables
+
+
+class Section(NamedTuple):
+    """One titled markdown table of a report, with an optional note under it."""
+
+    title: str
+    table: str
+    note: str | None = None
+
+
+def publish(session: Session, sections: Iterable[Section], data: dict[str, Any]) -> None:
+    """Add the sections and the JSON fields to ``session``, then print (and write) it all."""
+    for section in sections:
+        session.add(*section)
+    session.data.update(data)
+    session.finish()
 
 
 def fmt(value: Any, digits: int = 2) -> str:

@@ -29,6 +29,7 @@ files; nothing system-wide is dropped); "warm" runs follow a run of the same mod
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import json
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +320,220 @@ def run_child(mode: str, model_dir: Path, core: int | None) -> dict[str, Any]:
     return result
 
 
+# --------------------------------------------------------------------------- measure
+
+
+@dataclass
+class Measured:
+    """What one invocation measured: the checkpoint's layout and every child run."""
+
+    hidden: int
+    repeats: int
+    modes: list[str]
+    caches: list[str]
+    table_bytes: int
+    shard_name: str
+    shard_bytes: int
+    write_s: float
+    sizes: dict[str, int]
+    weight_map: dict[str, str]
+    allowed_outside: int
+    read_ahead_kb: str
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def measure(args: argparse.Namespace, core: int | None) -> Measured:
+    """Write the checkpoint, run every mode × cache × repeat in a child, then remove it."""
+    repeats = 1 if args.quick else args.repeats
+    root = Path(tempfile.mkdtemp(prefix="embedbench-loading-", dir=args.dir))
+    root_dev = root.stat().st_dev
+    try:
+        t0 = time.perf_counter()
+        layout = write_checkpoint(root, args.hidden, C.VOCAB_7B)
+        write_s = time.perf_counter() - t0
+        shard_name = layout["weight_map"][EMBEDDING_KEY]
+        shard = root / shard_name
+        shard_files = sorted(root.glob("*.safetensors"))
+        table_range = tensor_range(shard, EMBEDDING_KEY)
+        # The header must be read, and the table's first and last pages are shared with
+        # its neighbours: that much outside the table's range is unavoidable.
+        data = Measured(
+            hidden=args.hidden,
+            repeats=repeats,
+            modes=list(args.modes),
+            caches=list(args.caches),
+            table_bytes=layout["table_bytes"],
+            shard_name=shard_name,
+            shard_bytes=sum(
+                v for k, v in layout["sizes"].items() if layout["weight_map"][k] == shard_name
+            ),
+            write_s=write_s,
+            sizes=layout["sizes"],
+            weight_map=layout["weight_map"],
+            allowed_outside=header_pages(shard) + 2 * mmap.PAGESIZE,
+            read_ahead_kb=_read_ahead_kb(root_dev),
+        )
+        for mode in args.modes:
+            for cache in args.caches:
+                for r in range(repeats):
+                    if cache == "cold":
+                        for f in shard_files:
+                            evict(f)
+                    elif r == 0:
+                        run_child(mode, root, core)  # make this mode's pages warm
+                    before = {f.name: resident_pages(f) for f in shard_files}
+                    res = run_child(mode, root, core)
+                    after = {f.name: resident_pages(f) for f in shard_files}
+                    res["cache"] = cache
+                    res["repeat"] = r + 1
+                    res["newly_cached"] = sum(newly_cached(before[n], after[n]) for n in before)
+                    res["newly_cached_in_table"] = newly_cached(
+                        before[shard_name], after[shard_name], *table_range
+                    )
+                    res["newly_cached_other_shards"] = sum(
+                        newly_cached(before[n], after[n]) for n in before if n != shard_name
+                    )
+                    data.runs.append(res)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return data
+
+
+# --------------------------------------------------------------------------- tabulate
+
+
+def summarize(data: Measured) -> list[dict[str, Any]]:
+    """One row per mode × cache: medians of the runs (peaks and other shards: maxima)."""
+    summary: list[dict[str, Any]] = []
+    for mode in data.modes:
+        for cache in data.caches:
+            group = [r for r in data.runs if r["mode"] == mode and r["cache"] == cache]
+            peak_anon = max(max(g["peak_sampled"]["RssAnon"], g["after"]["RssAnon"]) for g in group)
+            base_anon = C.median([g["before"]["RssAnon"] for g in group])
+            summary.append(
+                {
+                    "mode": mode,
+                    "cache": cache,
+                    "wall_s": C.median([g["wall_s"] for g in group]),
+                    "peak_rss_anon": peak_anon,
+                    "peak_rss_anon_delta": peak_anon - base_anon,
+                    "vmhwm": max(g["after"]["VmHWM"] for g in group),
+                    "read_bytes": C.median([g["io"]["read_bytes"] for g in group]),
+                    "rchar": C.median([g["io"]["rchar"] for g in group]),
+                    "paged_in": C.median([g["newly_cached"] for g in group]),
+                    "paged_in_outside_table": C.median(
+                        [g["newly_cached"] - g["newly_cached_in_table"] for g in group]
+                    ),
+                    "other_shards_paged_in": max(g["newly_cached_other_shards"] for g in group),
+                    "materialized": group[0]["materialized_bytes"],
+                }
+            )
+    return summary
+
+
+def tabulate(data: Measured, summary: list[dict[str, Any]]) -> list[C.Section]:
+    """The loading table (with its note) and the cold-cache targets table."""
+    gb = 1e9
+    table = data.table_bytes
+    rows = [
+        [
+            row["mode"],
+            row["cache"],
+            f"{row['wall_s']:.3f}",
+            f"{row['peak_rss_anon'] / gb:.3f} ({row['peak_rss_anon'] / table:.2f}×)",
+            f"{row['peak_rss_anon_delta'] / gb:.3f}",
+            f"{row['vmhwm'] / gb:.3f}",
+            f"{row['read_bytes'] / gb:.3f}",
+            f"{row['rchar'] / gb:.3f}",
+            f"{row['paged_in'] / gb:.3f}",
+            f"{row['paged_in_outside_table'] / 1e6:.1f}",
+            f"{row['materialized'] / gb:.3f}",
+        ]
+        for row in summary
+    ]
+    table_md = C.markdown_table(
+        [
+            "mode",
+            "cache",
+            "wall (s)",
+            "peak RssAnon (GB, × table)",
+            "peak RssAnon − before (GB)",
+            "VmHWM (GB)",
+            "read_bytes (GB)",
+            "rchar (GB)",
+            "newly cached (GB)",
+            "of it outside the table (MB)",
+            "materialized (GB)",
+        ],
+        rows,
+        align="llrrrrrrrrr",
+    )
+    verdicts = []
+    for mode in ("embedbench", "exact pread (prototype)"):
+        cold = next((x for x in summary if x["mode"] == mode and x["cache"] == "cold"), None)
+        if cold is None:
+            continue
+        outside = cold["paged_in_outside_table"]
+        only = outside <= data.allowed_outside and cold["other_shards_paged_in"] == 0
+        verdicts.append(
+            [
+                f"{mode}: only the embedding's bytes read",
+                f"newly cached {cold['paged_in'] / gb:.3f} GB (read_bytes "
+                f"{cold['read_bytes'] / gb:.3f} GB) for a {table / gb:.3f} GB table in a "
+                f"{data.shard_bytes / gb:.3f} GB shard; outside the table's byte range "
+                f"{outside / 1e6:.3f} MB ({100 * outside / table:.2f} %), other shards "
+                f"{cold['other_shards_paged_in'] / 1e6:.1f} MB",
+                f"outside ≤ header + boundary pages ({data.allowed_outside / 1e3:.0f} kB)",
+                C.fmt(only),
+            ]
+        )
+        ratio = cold["peak_rss_anon"] / table
+        base = cold["peak_rss_anon"] - cold["peak_rss_anon_delta"]
+        verdicts.append(
+            [
+                f"{mode}: peak RssAnon ≤ 1.3 × table",
+                f"{cold['peak_rss_anon'] / gb:.3f} GB = {ratio:.2f} × table, of which "
+                f"{base / gb:.3f} GB interpreter + torch before loading "
+                f"(loading itself: {cold['peak_rss_anon_delta'] / table:.2f} × table)",
+                "≤ 1.30",
+                C.fmt(ratio <= 1.3),
+            ]
+        )
+    verdict_md = C.markdown_table(["target", "measured", "wanted", "met"], verdicts, align="llll")
+    note = (
+        f"Checkpoint: 4 shards, embedding 152064 × {data.hidden} bf16 = {table / gb:.3f} GB in "
+        f"{data.shard_name} ({data.shard_bytes / gb:.3f} GB with its neighbours), written in "
+        f"{data.write_s:.1f} s. {data.repeats} run(s) per row (median; peaks are maxima), each "
+        "in a fresh interpreter pinned to the chosen core; the parent samples the child's "
+        "RssAnon every 2 ms. VmHWM counts mapped page-cache pages too, so a clone out of a "
+        "mapping shows ~2 × table there while RssAnon holds ~1 ×. read_bytes is 0 when the "
+        "pages come from the page cache (warm), and a virtio disk may be served from the "
+        f"host's cache even when cold here. Kernel readahead of the disk: {data.read_ahead_kb} KB."
+    )
+    return [
+        C.Section("Loading the embedding table vs the whole shard", table_md, note),
+        C.Section("Loading targets (cold cache)", verdict_md),
+    ]
+
+
+# --------------------------------------------------------------------------- write
+
+
+def json_fields(data: Measured, summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """The script's own JSON fields (next to the session's machine and load)."""
+    return {
+        "hidden": data.hidden,
+        "table_bytes": data.table_bytes,
+        "shard_bytes": data.shard_bytes,
+        "write_s": data.write_s,
+        "sizes": data.sizes,
+        "weight_map": data.weight_map,
+        "runs": data.runs,
+        "summary": summary,
+    }
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -338,171 +554,9 @@ def main() -> None:
         if args.modes == list(MODES):
             args.modes = ["embedbench", "load_file pread"]
     session = C.Session("loading", args)
-    repeats = 1 if args.quick else args.repeats
-
-    root = Path(tempfile.mkdtemp(prefix="embedbench-loading-", dir=args.dir))
-    root_dev = root.stat().st_dev
-    cold_label = "cold"
-    try:
-        t0 = time.perf_counter()
-        layout = write_checkpoint(root, args.hidden, C.VOCAB_7B)
-        write_s = time.perf_counter() - t0
-        table = layout["table_bytes"]
-        shard_name = layout["weight_map"][EMBEDDING_KEY]
-        shard = root / shard_name
-        shard_bytes = sum(
-            v for k, v in layout["sizes"].items() if layout["weight_map"][k] == shard_name
-        )
-        shard_files = sorted(root.glob("*.safetensors"))
-        table_range = tensor_range(shard, EMBEDDING_KEY)
-        page = mmap.PAGESIZE
-        # The header must be read, and the table's first and last pages are shared with
-        # its neighbours: that much outside the table's range is unavoidable.
-        allowed_outside = header_pages(shard) + 2 * page
-        runs: list[dict[str, Any]] = []
-        for mode in args.modes:
-            for cache in args.caches:
-                for r in range(repeats):
-                    if cache == "cold":
-                        for f in shard_files:
-                            evict(f)
-                    elif r == 0:
-                        run_child(mode, root, session.core)  # make this mode's pages warm
-                    before = {f.name: resident_pages(f) for f in shard_files}
-                    res = run_child(mode, root, session.core)
-                    after = {f.name: resident_pages(f) for f in shard_files}
-                    res["cache"] = cache
-                    res["repeat"] = r + 1
-                    res["newly_cached"] = sum(newly_cached(before[n], after[n]) for n in before)
-                    res["newly_cached_in_table"] = newly_cached(
-                        before[shard_name], after[shard_name], *table_range
-                    )
-                    res["newly_cached_other_shards"] = sum(
-                        newly_cached(before[n], after[n]) for n in before if n != shard_name
-                    )
-                    runs.append(res)
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-
-    gb = 1e9
-    rows = []
-    summary: list[dict[str, Any]] = []
-    for mode in args.modes:
-        for cache in args.caches:
-            group = [r for r in runs if r["mode"] == mode and r["cache"] == cache]
-            peak_anon = max(max(g["peak_sampled"]["RssAnon"], g["after"]["RssAnon"]) for g in group)
-            base_anon = C.median([g["before"]["RssAnon"] for g in group])
-            hwm = max(g["after"]["VmHWM"] for g in group)
-            read_b = C.median([g["io"]["read_bytes"] for g in group])
-            rchar = C.median([g["io"]["rchar"] for g in group])
-            paged_in = C.median([g["newly_cached"] for g in group])
-            outside = C.median([g["newly_cached"] - g["newly_cached_in_table"] for g in group])
-            other = max(g["newly_cached_other_shards"] for g in group)
-            row = {
-                "mode": mode,
-                "cache": cache,
-                "wall_s": C.median([g["wall_s"] for g in group]),
-                "peak_rss_anon": peak_anon,
-                "peak_rss_anon_delta": peak_anon - base_anon,
-                "vmhwm": hwm,
-                "read_bytes": read_b,
-                "rchar": rchar,
-                "paged_in": paged_in,
-                "paged_in_outside_table": outside,
-                "other_shards_paged_in": other,
-                "materialized": group[0]["materialized_bytes"],
-            }
-            summary.append(row)
-            rows.append(
-                [
-                    mode,
-                    cache,
-                    f"{row['wall_s']:.3f}",
-                    f"{peak_anon / gb:.3f} ({peak_anon / table:.2f}×)",
-                    f"{row['peak_rss_anon_delta'] / gb:.3f}",
-                    f"{hwm / gb:.3f}",
-                    f"{read_b / gb:.3f}",
-                    f"{rchar / gb:.3f}",
-                    f"{paged_in / gb:.3f}",
-                    f"{outside / 1e6:.1f}",
-                    f"{row['materialized'] / gb:.3f}",
-                ]
-            )
-    table_md = C.markdown_table(
-        [
-            "mode",
-            "cache",
-            "wall (s)",
-            "peak RssAnon (GB, × table)",
-            "peak RssAnon − before (GB)",
-            "VmHWM (GB)",
-            "read_bytes (GB)",
-            "rchar (GB)",
-            "newly cached (GB)",
-            "of it outside the table (MB)",
-            "materialized (GB)",
-        ],
-        rows,
-        align="llrrrrrrrrr",
-    )
-    verdicts = []
-    for mode in ("embedbench", "exact pread (prototype)"):
-        cold = next((x for x in summary if x["mode"] == mode and x["cache"] == cold_label), None)
-        if cold is None:
-            continue
-        outside = cold["paged_in_outside_table"]
-        only = outside <= allowed_outside and cold["other_shards_paged_in"] == 0
-        verdicts.append(
-            [
-                f"{mode}: only the embedding's bytes read",
-                f"newly cached {cold['paged_in'] / gb:.3f} GB (read_bytes "
-                f"{cold['read_bytes'] / gb:.3f} GB) for a {table / gb:.3f} GB table in a "
-                f"{shard_bytes / gb:.3f} GB shard; outside the table's byte range "
-                f"{outside / 1e6:.3f} MB ({100 * outside / table:.2f} %), other shards "
-                f"{cold['other_shards_paged_in'] / 1e6:.1f} MB",
-                f"outside ≤ header + boundary pages ({allowed_outside / 1e3:.0f} kB)",
-                C.fmt(only),
-            ]
-        )
-        ratio = cold["peak_rss_anon"] / table
-        base = cold["peak_rss_anon"] - cold["peak_rss_anon_delta"]
-        verdicts.append(
-            [
-                f"{mode}: peak RssAnon ≤ 1.3 × table",
-                f"{cold['peak_rss_anon'] / gb:.3f} GB = {ratio:.2f} × table, of which "
-                f"{base / gb:.3f} GB interpreter + torch before loading "
-                f"(loading itself: {cold['peak_rss_anon_delta'] / table:.2f} × table)",
-                "≤ 1.30",
-                C.fmt(ratio <= 1.3),
-            ]
-        )
-    verdict_md = C.markdown_table(["target", "measured", "wanted", "met"], verdicts, align="llll")
-    note = (
-        f"Checkpoint: 4 shards, embedding 152064 × {args.hidden} bf16 = {table / gb:.3f} GB in "
-        f"{shard_name} ({shard_bytes / gb:.3f} GB with its neighbours), written in "
-        f"{write_s:.1f} s. {repeats} run(s) per row (median; peaks are maxima), each in a fresh "
-        "interpreter pinned to the chosen core; the parent samples the child's RssAnon every "
-        "2 ms. VmHWM counts mapped page-cache pages too, so a clone out of a mapping shows ~2 × "
-        "table there while RssAnon holds ~1 ×. read_bytes is 0 when the pages come from the "
-        "page cache (warm), and a virtio disk may be served from the host's cache even when "
-        f"cold here. Kernel readahead of the disk: {_read_ahead_kb(root_dev)} KB."
-    )
-    session.add("Loading the embedding table vs the whole shard", table_md, note)
-    session.add("Loading targets (cold cache)", verdict_md)
-    session.data.update(
-        {
-            "hidden": args.hidden,
-            "table_bytes": table,
-            "shard_bytes": shard_bytes,
-            "write_s": write_s,
-            "sizes": layout["sizes"],
-            "weight_map": layout["weight_map"],
-            "runs": runs,
-            "summary": summary,
-        }
-    )
-    session.finish()
+    data = measure(args, session.core)
+    summary = summarize(data)
+    C.publish(session, tabulate(data, summary), json_fields(data, summary))
 
 
 if __name__ == "__main__":

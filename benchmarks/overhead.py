@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import _common as C
@@ -81,48 +82,81 @@ def _clock_cost(clock: Callable[[], Any], n: int) -> float:
     return (time.perf_counter_ns() - t0) / n / 1e3
 
 
-def main() -> None:
-    p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--calls", type=int, default=100_000, help="N calls per loop measurement")
-    args = p.parse_args()
-    session = C.Session("overhead", args)
-    repeats = 3 if args.quick else args.repeats
-    n = 10_000 if args.quick else args.calls
-    n_spin = max(1000, n // 50)
+@dataclass
+class Measured:
+    """Every repeat's numbers (µs): timer floors, loop costs, clock costs."""
 
-    floor_samples: list[list[float]] = []
-    floor_medians: list[float] = []
-    loops: dict[str, list[float]] = {
-        k: [] for k in ("bare", "timing", "time_calls", "reported", "spin_wall", "spin_reported")
-    }
-    clocks: dict[str, list[float]] = {k: [] for k in ("perf_counter_ns", "thread_time_ns", "sync")}
-    window_floors: dict[str, list[float]] = {w: [] for w in MEASURABLE}
-    with isolated(session.core):
+    repeats: int
+    calls: int
+    spin_calls: int
+    floor_samples: list[list[float]] = field(default_factory=list)
+    floor_medians: list[float] = field(default_factory=list)
+    loops: dict[str, list[float]] = field(
+        default_factory=lambda: {
+            k: []
+            for k in ("bare", "timing", "time_calls", "reported", "spin_wall", "spin_reported")
+        }
+    )
+    clocks: dict[str, list[float]] = field(
+        default_factory=lambda: {k: [] for k in ("perf_counter_ns", "thread_time_ns", "sync")}
+    )
+    window_floors: dict[str, list[float]] = field(
+        default_factory=lambda: {w: [] for w in MEASURABLE}
+    )
+    loop_only: float = 0.0
+
+    @property
+    def medians(self) -> dict[str, float]:
+        """Median of the repeats of each loop measurement."""
+        return {k: C.median(v) for k, v in self.loops.items()}
+
+    @property
+    def beyond(self) -> float:
+        """The harness's cost per call beyond the minimal timing loop."""
+        med = self.medians
+        return med["time_calls"] - med["timing"]
+
+    @property
+    def cpu_clock(self) -> float:
+        """Cost of the two ``thread_time_ns`` reads per call (loop subtracted)."""
+        return 2 * max(C.median(self.clocks["thread_time_ns"]) - self.loop_only, 0.0)
+
+
+def measure(repeats: int, n: int, core: int) -> Measured:
+    """Run every measurement ``repeats`` times on ``core`` (loops of ``n`` calls)."""
+    data = Measured(repeats=repeats, calls=n, spin_calls=max(1000, n // 50))
+    loops, clocks = data.loops, data.clocks
+    with isolated(core):
         for _ in range(repeats):
             for window in MEASURABLE:
                 floor = measure_timer_floor(device="cpu", warmup=50, window=window)
-                window_floors[window].append(C.median([s[0] for r in floor for s in r.samples_us]))
+                data.window_floors[window].append(
+                    C.median([s[0] for r in floor for s in r.samples_us])
+                )
             records = measure_timer_floor(device="cpu", warmup=50)
             samples = [s for r in records for s in r.samples_us]
-            floor_samples.extend(samples)
-            floor_medians.append(C.median([s[0] for s in samples]))
+            data.floor_samples.extend(samples)
+            data.floor_medians.append(C.median([s[0] for s in samples]))
             loops["bare"].append(_bare_loop(_empty, n))
             loops["timing"].append(_timing_loop(_empty, n))
             wall, reported = _time_calls_loop(_empty, n)
             loops["time_calls"].append(wall)
             loops["reported"].append(reported)
-            wall, reported = _time_calls_loop(_spin10, n_spin)
+            wall, reported = _time_calls_loop(_spin10, data.spin_calls)
             loops["spin_wall"].append(wall)
             loops["spin_reported"].append(reported)
             clocks["perf_counter_ns"].append(_clock_cost(time.perf_counter_ns, n))
             clocks["thread_time_ns"].append(_clock_cost(time.thread_time_ns, n))
             clocks["sync"].append(_clock_cost(no_sync, n))
-        loop_only = _clock_cost(lambda: None, n)
+        data.loop_only = _clock_cost(lambda: None, n)
+    return data
 
+
+def tabulate(data: Measured) -> list[C.Section]:
+    """The five report sections: floor, per-call cost, spin, clocks, windows."""
     floor_rows = []
     for i, name in enumerate(METRIC_ORDER):
-        vals = [s[i] for s in floor_samples]
+        vals = [s[i] for s in data.floor_samples]
         floor_rows.append(
             [
                 name,
@@ -136,15 +170,14 @@ def main() -> None:
         ["clock (empty call)", "median (µs)", "p5 (µs)", "p95 (µs)", "max (µs)"], floor_rows
     )
     floor_note = (
-        f"{repeats} × `measure_timer_floor` (10 blocks × 100 calls each, {len(floor_samples)} "
-        f"calls); median host floor per repeat: "
-        + ", ".join(f"{m:.3f}" for m in floor_medians)
+        f"{data.repeats} × `measure_timer_floor` (10 blocks × 100 calls each, "
+        f"{len(data.floor_samples)} calls); median host floor per repeat: "
+        + ", ".join(f"{m:.3f}" for m in data.floor_medians)
         + " µs."
     )
 
-    med = {k: C.median(v) for k, v in loops.items()}
-    beyond = med["time_calls"] - med["timing"]
-    cpu_clock = 2 * max(C.median(clocks["thread_time_ns"]) - loop_only, 0.0)
+    med = data.medians
+    beyond, cpu_clock, loop_only = data.beyond, data.cpu_clock, data.loop_only
     per_call_table = C.markdown_table(
         ["per call (µs, median of repeats)", "empty call", "note"],
         [
@@ -193,46 +226,61 @@ def main() -> None:
         ["one call of", "µs (incl. loop)", "µs (loop subtracted)"],
         [
             [k, f"{C.median(v):.3f}", f"{max(C.median(v) - loop_only, 0.0):.3f}"]
-            for k, v in clocks.items()
+            for k, v in data.clocks.items()
         ]
         + [["(empty lambda: the loop)", f"{loop_only:.3f}", "0.000"]],
     )
-    session.add("Timer floor of the exact timing path", floor_table, floor_note)
-    session.add(
-        f"Per-call cost of timing N = {n} empty calls ({repeats} repeats)",
-        per_call_table,
-        "Wall clock around the whole loop divided by N; `time_calls` includes turning the "
-        "stamps into µs triples afterwards.",
-    )
-    session.add(f"time_calls on a 10 µs spin (N = {n_spin})", spin_table)
-    session.add("Cost of each clock read (N calls in a loop)", clock_table)
     window_table = C.markdown_table(
         ["timing window", "host floor, median of repeats (µs)", "per repeat (µs)"],
         [
             [w, f"{C.median(v):.3f}", ", ".join(f"{m:.3f}" for m in v)]
-            for w, v in window_floors.items()
+            for w, v in data.window_floors.items()
         ],
     )
-    session.add(
-        "Host floor per timing window (50 warm-up calls, 10 × 100 empty calls)",
-        window_table,
-        "The difference is what the PR's window adds to every host latency, in both variants.",
-    )
-    session.data.update(
-        {
-            "floor_samples_us": floor_samples,
-            "floor_medians_us": floor_medians,
-            "window_floor_medians_us": window_floors,
-            "loops_us": loops,
-            "clocks_us": clocks,
-            "loop_only_us": loop_only,
-            "beyond_timer_us": beyond,
-            "thread_time_pair_us": cpu_clock,
-            "calls": n,
-            "repeats": repeats,
-        }
-    )
-    session.finish()
+    return [
+        C.Section("Timer floor of the exact timing path", floor_table, floor_note),
+        C.Section(
+            f"Per-call cost of timing N = {data.calls} empty calls ({data.repeats} repeats)",
+            per_call_table,
+            "Wall clock around the whole loop divided by N; `time_calls` includes turning the "
+            "stamps into µs triples afterwards.",
+        ),
+        C.Section(f"time_calls on a 10 µs spin (N = {data.spin_calls})", spin_table),
+        C.Section("Cost of each clock read (N calls in a loop)", clock_table),
+        C.Section(
+            "Host floor per timing window (50 warm-up calls, 10 × 100 empty calls)",
+            window_table,
+            "The difference is what the PR's window adds to every host latency, in both variants.",
+        ),
+    ]
+
+
+def json_fields(data: Measured) -> dict[str, Any]:
+    """The script's own JSON fields (next to the session's machine and load)."""
+    return {
+        "floor_samples_us": data.floor_samples,
+        "floor_medians_us": data.floor_medians,
+        "window_floor_medians_us": data.window_floors,
+        "loops_us": data.loops,
+        "clocks_us": data.clocks,
+        "loop_only_us": data.loop_only,
+        "beyond_timer_us": data.beyond,
+        "thread_time_pair_us": data.cpu_clock,
+        "calls": data.calls,
+        "repeats": data.repeats,
+    }
+
+
+def main() -> None:
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--calls", type=int, default=100_000, help="N calls per loop measurement")
+    args = p.parse_args()
+    session = C.Session("overhead", args)
+    repeats = 3 if args.quick else args.repeats
+    n = 10_000 if args.quick else args.calls
+    data = measure(repeats, n, session.core)
+    C.publish(session, tabulate(data), json_fields(data))
 
 
 if __name__ == "__main__":

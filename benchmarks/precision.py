@@ -27,9 +27,11 @@ preemption, so it flatters both tools and measures only their arithmetic.
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import _common as C
@@ -97,17 +99,43 @@ def _spread(diffs: list[float]) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--function", choices=("wrapper", "spin"), default="wrapper")
-    p.add_argument("--case", default="audio", help="case of the wrapper function")
-    p.add_argument("--tokens", type=int, default=1172)
-    p.add_argument("--hidden", type=int, default=C.HIDDEN_7B, help="3584: the cached 7B table")
-    p.add_argument("--spin-us", type=float, default=1000.0)
-    args = p.parse_args()
-    session = C.Session("precision", args)
+@dataclass
+class Measured:
+    """The calibration and every repeat of both methods (one dict per repeat)."""
 
+    what: str
+    design: dict[str, int]
+    core: int
+    calibration: dict[str, Any]
+    timer: list[dict[str, Any]] = field(default_factory=list)
+    embedbench: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def budget(self) -> float:
+        """Timed time per variant (s): each Timer side's ``min_run_time``."""
+        return self.calibration["timed_s_per_variant"]
+
+    @property
+    def timer_spread(self) -> dict[str, float]:
+        """Spread of the Timer's A/A differences."""
+        return _spread([r["diff_pct"] for r in self.timer])
+
+    @property
+    def embedbench_spread(self) -> dict[str, float]:
+        """Spread of embedbench's A/A differences."""
+        return _spread([r["diff_pct"] for r in self.embedbench])
+
+    @property
+    def ratios(self) -> tuple[float, float]:
+        """(SD ratio, range ratio) of embedbench over the Timer (inf when the Timer's is 0)."""
+        st, se = self.timer_spread, self.embedbench_spread
+        ratio = se["sd"] / st["sd"] if st["sd"] > 0 else math.inf
+        range_ratio = se["range"] / st["range"] if st["range"] > 0 else math.inf
+        return ratio, range_ratio
+
+
+def measure(args: argparse.Namespace, core: int) -> Measured:
+    """Build the function, calibrate, then alternate the two methods ``args.repeats`` times."""
     if args.function == "wrapper":
         target, facts = C.reference_setup(args.hidden)
         fn = C.scenario_call(target, facts, args.case, args.tokens, "fixed")
@@ -129,20 +157,23 @@ def main() -> None:
 
     # Calibration: each Timer side gets as much timed-call time as embedbench spends timing
     # one variant (blocks x iterations calls); warm-ups and calibration are extra for both.
-    calib = _embedbench_repeat(fn, session.core, design, seed=1000)
-    budget = calib["timed_s_per_variant"]
-    rows_t: list[dict[str, Any]] = []
-    rows_e: list[dict[str, Any]] = []
+    calib = _embedbench_repeat(fn, core, design, seed=1000)
+    data = Measured(what=what, design=design, core=core, calibration=calib)
+    budget = data.budget
     for r in range(args.repeats):
         if r % 2 == 0:
-            rows_e.append(_embedbench_repeat(fn, session.core, design, seed=r))
-            rows_t.append(_timer_repeat(fn, session.core, budget))
+            data.embedbench.append(_embedbench_repeat(fn, core, design, seed=r))
+            data.timer.append(_timer_repeat(fn, core, budget))
         else:
-            rows_t.append(_timer_repeat(fn, session.core, budget))
-            rows_e.append(_embedbench_repeat(fn, session.core, design, seed=r))
+            data.timer.append(_timer_repeat(fn, core, budget))
+            data.embedbench.append(_embedbench_repeat(fn, core, design, seed=r))
+    return data
 
-    st = _spread([r["diff_pct"] for r in rows_t])
-    se = _spread([r["diff_pct"] for r in rows_e])
+
+def tabulate(data: Measured) -> list[C.Section]:
+    """The per-repeat table, and the spread-and-bias table with the design note."""
+    rows_t, rows_e, budget = data.timer, data.embedbench, data.budget
+    st, se = data.timer_spread, data.embedbench_spread
     table = C.markdown_table(
         [
             "repeat",
@@ -171,8 +202,7 @@ def main() -> None:
         ],
         align="rrrrrrrrl",
     )
-    ratio = se["sd"] / st["sd"] if st["sd"] > 0 else math.inf
-    range_ratio = se["range"] / st["range"] if st["range"] > 0 else math.inf
+    ratio, range_ratio = data.ratios
     summary = C.markdown_table(
         ["", "Timer (A then B)", "embedbench (paired)", "target", "met"],
         [
@@ -202,33 +232,51 @@ def main() -> None:
         ],
         align="lrrll",
     )
-    d = design
+    d = data.design
     timed = 2 * d["blocks"] * d["iterations"]
     note = (
-        f"Function: {what}. embedbench design: {d['warmup']} warm-up calls per variant, "
+        f"Function: {data.what}. embedbench design: {d['warmup']} warm-up calls per variant, "
         f"{d['blocks']} blocks × {d['iterations']} calls ({timed} timed calls per repeat) plus "
         f"its 1000-call timer floor; timed time per variant T = {budget:.2f} s. Timer: "
         f"`blocked_autorange(min_run_time={budget:.2f})` for A, then the same for B "
         f"(calls per block {rows_t[0]['calls_per_block']}, blocks {rows_t[0]['blocks']} in "
-        f"repeat 1). Both pinned to core {session.core}, 1 torch thread, gc off, inference mode."
+        f"repeat 1). Both pinned to core {data.core}, 1 torch thread, gc off, inference mode."
     )
-    session.add("A/A precision: each repeat's apparent difference", table)
-    session.add("A/A precision: spread and bias", summary, note)
-    session.data.update(
-        {
-            "function": what,
-            "design": design,
-            "timer_min_run_time_s": budget,
-            "calibration": calib,
-            "timer": rows_t,
-            "embedbench": rows_e,
-            "timer_spread": st,
-            "embedbench_spread": se,
-            "sd_ratio": ratio,
-            "range_ratio": range_ratio,
-        }
-    )
-    session.finish()
+    return [
+        C.Section("A/A precision: each repeat's apparent difference", table),
+        C.Section("A/A precision: spread and bias", summary, note),
+    ]
+
+
+def json_fields(data: Measured) -> dict[str, Any]:
+    """The script's own JSON fields (next to the session's machine and load)."""
+    ratio, range_ratio = data.ratios
+    return {
+        "function": data.what,
+        "design": data.design,
+        "timer_min_run_time_s": data.budget,
+        "calibration": data.calibration,
+        "timer": data.timer,
+        "embedbench": data.embedbench,
+        "timer_spread": data.timer_spread,
+        "embedbench_spread": data.embedbench_spread,
+        "sd_ratio": ratio,
+        "range_ratio": range_ratio,
+    }
+
+
+def main() -> None:
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--function", choices=("wrapper", "spin"), default="wrapper")
+    p.add_argument("--case", default="audio", help="case of the wrapper function")
+    p.add_argument("--tokens", type=int, default=1172)
+    p.add_argument("--hidden", type=int, default=C.HIDDEN_7B, help="3584: the cached 7B table")
+    p.add_argument("--spin-us", type=float, default=1000.0)
+    args = p.parse_args()
+    session = C.Session("precision", args)
+    data = measure(args, session.core)
+    C.publish(session, tabulate(data), json_fields(data))
 
 
 if __name__ == "__main__":

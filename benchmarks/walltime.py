@@ -20,6 +20,7 @@ processes).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -139,76 +141,113 @@ def _cli_run(
     return res
 
 
-def main() -> None:
-    p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--no-notebook", action="store_true", help="skip the notebook runs")
-    p.add_argument("--no-first-build", action="store_true", help="skip the fresh-cache run")
-    p.add_argument("--no-scaling", action="store_true", help="skip the CLI scaling runs")
-    p.add_argument("--lengths", type=int, nargs="+", default=None)
-    p.add_argument("--blocks", type=int, nargs="+", default=None)
-    p.add_argument("--processes", type=int, nargs="+", default=None)
-    p.add_argument(
-        "--model", help="checkpoint for the scaling runs (default: the embedded synthetic one)"
-    )
-    args = p.parse_args()
-    session = C.Session("walltime", args)
-    if args.quick:
-        design = {"warmup": 5, "blocks": 6, "iterations": 5, "processes": 3}
-        lengths = args.lengths or [512, 1172, 4096]
-        block_list = args.blocks or [6, 12]
-        process_list = args.processes or [1, 3]
-        first_build = False
-    else:
-        design = {"warmup": 50, "blocks": 20, "iterations": 20, "processes": 5}
-        lengths = args.lengths or [512, 1172, 4096, 16384]
-        block_list = args.blocks or [10, 20, 40]
-        process_list = args.processes or [1, 2, 5, 10]
-        first_build = not args.no_first_build
-    default = (design["blocks"], design["processes"])
+@dataclass
+class Plan:
+    """The runs to make: the design and the grid (from the arguments and --quick)."""
 
+    design: dict[str, int]
+    lengths: list[int]
+    block_list: list[int]
+    process_list: list[int]
+    first_build: bool
+    notebook: bool
+    scaling: bool
+    model: str | None
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    """The design and grid for these arguments (a smaller one with --quick)."""
+    if args.quick:
+        return Plan(
+            design={"warmup": 5, "blocks": 6, "iterations": 5, "processes": 3},
+            lengths=args.lengths or [512, 1172, 4096],
+            block_list=args.blocks or [6, 12],
+            process_list=args.processes or [1, 3],
+            first_build=False,
+            notebook=not args.no_notebook,
+            scaling=not args.no_scaling,
+            model=args.model,
+        )
+    return Plan(
+        design={"warmup": 50, "blocks": 20, "iterations": 20, "processes": 5},
+        lengths=args.lengths or [512, 1172, 4096, 16384],
+        block_list=args.blocks or [10, 20, 40],
+        process_list=args.processes or [1, 2, 5, 10],
+        first_build=not args.no_first_build,
+        notebook=not args.no_notebook,
+        scaling=not args.no_scaling,
+        model=args.model,
+    )
+
+
+@dataclass
+class Measured:
+    """The notebook runs and the CLI scaling runs, one dict per run."""
+
+    design: dict[str, int]
+    core: int
+    model: str | None
+    notebook_rows: list[dict[str, Any]] = field(default_factory=list)
+    scaling: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """Whether any run exited non-zero."""
+        return any(r["returncode"] != 0 for r in self.notebook_rows + self.scaling)
+
+
+def measure(plan: Plan, core: int) -> Measured:
+    """Run the notebook and the CLI grid in a temporary directory (removed afterwards)."""
+    design = plan.design
+    default = (design["blocks"], design["processes"])
+    data = Measured(design=design, core=core, model=plan.model)
+    scaling = data.scaling
     work = Path(tempfile.mkdtemp(prefix="embedbench-walltime-"))
-    notebook_rows: list[dict[str, Any]] = []
-    scaling: list[dict[str, Any]] = []
     try:
-        if not args.no_notebook:
+        if plan.notebook:
             from embedbench import checkpoint
 
             checkpoint.default_synthetic_checkpoint()  # the cached case needs it to exist
-            notebook_rows.append({"run": "cached checkpoint", **_notebook(work, None, "cached")})
-            if first_build:
+            data.notebook_rows.append(
+                {"run": "cached checkpoint", **_notebook(work, None, "cached")}
+            )
+            if plan.first_build:
                 fresh = work / "fresh-cache"
                 res = _notebook(work, fresh, "first")
-                notebook_rows.append({"run": "first run (fresh EMBEDBENCH_CACHE)", **res})
+                data.notebook_rows.append({"run": "first run (fresh EMBEDBENCH_CACHE)", **res})
                 shutil.rmtree(fresh, ignore_errors=True)
-        if not args.no_scaling:
-            for length in lengths:
+        if plan.scaling:
+            for length in plan.lengths:
                 scaling.append(
                     _cli_run(
                         work,
-                        session.core,
+                        core,
                         length,
                         design["blocks"],
                         design,
                         design["processes"],
-                        args.model,
+                        plan.model,
                     )
                 )
-            grid = [(b, min(design["processes"], b // 2)) for b in block_list]
-            grid += [(design["blocks"], n) for n in process_list]
+            grid = [(b, min(design["processes"], b // 2)) for b in plan.block_list]
+            grid += [(design["blocks"], n) for n in plan.process_list]
             for blocks, processes in grid:
-                if (blocks, processes) == default and 1172 in lengths:
+                if (blocks, processes) == default and 1172 in plan.lengths:
                     prior = next(r for r in scaling if r["length"] == 1172)
                     scaling.append({**prior, "reused": True})
                     continue
-                scaling.append(
-                    _cli_run(work, session.core, 1172, blocks, design, processes, args.model)
-                )
+                scaling.append(_cli_run(work, core, 1172, blocks, design, processes, plan.model))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return data
 
-    if notebook_rows:
+
+def tabulate(data: Measured) -> list[C.Section]:
+    """The notebook table and the scaling table (each only when there were such runs)."""
+    sections: list[C.Section] = []
+    if data.notebook_rows:
         rows = []
-        for r in notebook_rows:
+        for r in data.notebook_rows:
             ok = r["returncode"] == 0
             rows.append(
                 [
@@ -220,22 +259,21 @@ def main() -> None:
                     C.fmt(r["wall_s"] <= 60 and ok) if r["run"] == "cached checkpoint" else "",
                 ]
             )
-        session.add(
-            "Default notebook (`papermill notebooks/run.ipynb OUT.ipynb`, no parameters)",
-            C.markdown_table(
-                ["run", "wall (s)", "of it: synthetic build (s)", "status", "target", "met"],
-                rows,
-                align="lrrlll",
-            ),
-            "Default design: 6 cases at 1172 tokens, 50 warm-up calls, 20 blocks × 20 calls "
-            "over 5 worker processes.",
+        sections.append(
+            C.Section(
+                "Default notebook (`papermill notebooks/run.ipynb OUT.ipynb`, no parameters)",
+                C.markdown_table(
+                    ["run", "wall (s)", "of it: synthetic build (s)", "status", "target", "met"],
+                    rows,
+                    align="lrrlll",
+                ),
+                "Default design: 6 cases at 1172 tokens, 50 warm-up calls, 20 blocks × 20 calls "
+                "over 5 worker processes.",
+            )
         )
-        for r in notebook_rows:
-            if r["returncode"] != 0:
-                print(f"notebook {r['run']} failed:\n{r['stderr_tail']}", file=sys.stderr)
-    if scaling:
+    if data.scaling:
         rows = []
-        for r in scaling:
+        for r in data.scaling:
             span, timed = r["measure_s"], r["timed_s"]
             rest = span - timed if span is not None and timed is not None else None
             rows.append(
@@ -251,35 +289,66 @@ def main() -> None:
                     "ok" if r["returncode"] == 0 else f"exit {r['returncode']}",
                 ]
             )
-        session.add(
-            "`embedbench run` wall time by length, blocks and worker processes",
-            C.markdown_table(
-                [
-                    "tokens",
-                    "blocks",
-                    "processes",
-                    "calls (warm-up + timed)",
-                    "process wall (s)",
-                    "start→end in metadata (s)",
-                    "inside timed calls (s)",
-                    "rest: warm-up, validation, floor, stats, I/O (s)",
-                    "status",
-                ],
-                rows,
-                align="rrrrrrrrl",
-            ),
-            f"Design: warm-up {design['warmup']}, {design['iterations']} calls per block, all "
-            f"six cases, `--cpu-core {session.core} --allow-busy --no-progress`"
-            + (f" `--model {args.model}`" if args.model else "")
-            + ". Process wall includes interpreter start, imports and loading the table "
-            "(1.09 GB for the embedded default, page-cached).",
+        design = data.design
+        sections.append(
+            C.Section(
+                "`embedbench run` wall time by length, blocks and worker processes",
+                C.markdown_table(
+                    [
+                        "tokens",
+                        "blocks",
+                        "processes",
+                        "calls (warm-up + timed)",
+                        "process wall (s)",
+                        "start→end in metadata (s)",
+                        "inside timed calls (s)",
+                        "rest: warm-up, validation, floor, stats, I/O (s)",
+                        "status",
+                    ],
+                    rows,
+                    align="rrrrrrrrl",
+                ),
+                f"Design: warm-up {design['warmup']}, {design['iterations']} calls per block, "
+                f"all six cases, `--cpu-core {data.core} --allow-busy --no-progress`"
+                + (f" `--model {data.model}`" if data.model else "")
+                + ". Process wall includes interpreter start, imports and loading the table "
+                "(1.09 GB for the embedded default, page-cached).",
+            )
         )
-        for r in scaling:
-            if r["returncode"] != 0:
-                print(f"run {r['cmd']} failed:\n{r['stderr_tail']}", file=sys.stderr)
-    session.data.update({"design": design, "notebook": notebook_rows, "scaling": scaling})
-    session.finish()
-    if any(r["returncode"] != 0 for r in notebook_rows + scaling):
+    return sections
+
+
+def report_failures(data: Measured) -> None:
+    """Print the stderr tail of every failed run to stderr."""
+    for r in data.notebook_rows:
+        if r["returncode"] != 0:
+            print(f"notebook {r['run']} failed:\n{r['stderr_tail']}", file=sys.stderr)
+    for r in data.scaling:
+        if r["returncode"] != 0:
+            print(f"run {r['cmd']} failed:\n{r['stderr_tail']}", file=sys.stderr)
+
+
+def main() -> None:
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--no-notebook", action="store_true", help="skip the notebook runs")
+    p.add_argument("--no-first-build", action="store_true", help="skip the fresh-cache run")
+    p.add_argument("--no-scaling", action="store_true", help="skip the CLI scaling runs")
+    p.add_argument("--lengths", type=int, nargs="+", default=None)
+    p.add_argument("--blocks", type=int, nargs="+", default=None)
+    p.add_argument("--processes", type=int, nargs="+", default=None)
+    p.add_argument(
+        "--model", help="checkpoint for the scaling runs (default: the embedded synthetic one)"
+    )
+    args = p.parse_args()
+    session = C.Session("walltime", args)
+    data = measure(plan(args), session.core)
+    report_failures(data)
+    C.publish(
+        session,
+        tabulate(data),
+        {"design": data.design, "notebook": data.notebook_rows, "scaling": data.scaling},
+    )
+    if data.failed:
         sys.exit(1)
 
 
