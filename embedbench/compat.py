@@ -18,23 +18,17 @@ in the records.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from embedbench import summary
 from embedbench.cases import CASES, EXPECTED_LOOKUPS
-from embedbench.schema import ORIGINAL_FORMAT
+from embedbench.schema import ORIGINAL_FORMAT, PR_VERSION_KEYS
 from embedbench.timing import METRIC_ORDER, TIMER_SCOPE
 
 
-def _iso(value: Any) -> Any:
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=timezone.utc).isoformat()
-    return value
-
-
 def upgrade_metadata(original: dict[str, Any]) -> dict[str, Any]:
-    """Our metadata fields from the original's (which are kept as they are)."""
+    """Our metadata fields from the original's (which are kept as they are: its refs,
+    versions, embedding shape and times are the fields embedbench writes too)."""
     gpu = original.get("gpu")
     return {
         **original,
@@ -43,22 +37,35 @@ def upgrade_metadata(original: dict[str, Any]) -> dict[str, Any]:
         "target": "vllm-omni (original script)",
         "device": "cuda" if gpu else original.get("device", "unknown"),
         "device_name": gpu,
-        "refs": {
-            "baseline_ref": original.get("baseline_ref"),
-            "candidate_ref": "WORKTREE",
-            "checked_out_commit": original.get("checkout"),
-        },
-        "versions": {
-            "torch": original.get("torch"),
-            "vllm": original.get("vllm"),
-            "transformers": original.get("transformers"),
-        },
-        "embedding": {"shape": original.get("embedding_shape"), "dtype": original.get("dtype")},
+        "refs": {"candidate_ref": "WORKTREE"},
         "cpu_frequency_source": "recorded by the original script (sysfs or /proc/cpuinfo)",
         "synthetic": False,
-        "started_at": _iso(original.get("start_time")),
-        "ended_at": _iso(original.get("end_time")),
     }
+
+
+def upgrade_duplicated(metadata: dict[str, Any]) -> dict[str, Any]:
+    """An embedbench metadata.json of schema version 1 or 2 as version 3 has it.
+
+    Those wrote some facts twice (``refs.baseline_ref`` and ``baseline_ref``,
+    ``versions.torch`` and ``torch``, ``embedding.shape`` and ``embedding_shape``, ...);
+    the original script's top-level name is the one read. A run written before those
+    top-level fields existed gets them from the nested ones; the rest is kept as it is.
+    """
+    refs = metadata.get("refs") or {}
+    versions = metadata.get("versions") or {}
+    embedding = metadata.get("embedding") or {}
+    nested = {
+        "baseline_ref": refs.get("baseline_ref"),
+        "checkout": refs.get("checked_out_commit"),
+        **{key: versions.get(key) for key in PR_VERSION_KEYS},
+        "embedding_shape": embedding.get("shape"),
+        "dtype": embedding.get("dtype"),
+        "input_ids_dtype": metadata.get("ids_dtype"),
+    }
+    missing = {k: v for k, v in nested.items() if k not in metadata and v is not None}
+    if "candidate_ref" not in refs and metadata.get("candidate_ref") is not None:
+        refs = {**refs, "candidate_ref": metadata["candidate_ref"]}
+    return {**metadata, **missing, "refs": refs}
 
 
 def partial_metadata(

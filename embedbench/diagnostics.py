@@ -55,7 +55,7 @@ def _finite_or_none(x: float) -> float | None:
 # --- order effect ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OrderEffect(_JsonMixin):
     """Median log-ratio per run order, their difference, and a Mann–Whitney p-value.
 
@@ -87,16 +87,16 @@ def order_effect(d: Sequence[float], first: Sequence[str], *, alpha: float = ALP
     base_first, fixed_first = arr[order == BASELINE], arr[order == FIXED]
     if base_first.size == 0 or fixed_first.size == 0:
         return OrderEffect(
-            int(base_first.size),
-            int(fixed_first.size),
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            False,
-            alpha,
+            n_baseline_first=int(base_first.size),
+            n_fixed_first=int(fixed_first.size),
+            baseline_first_log=None,
+            fixed_first_log=None,
+            baseline_first_reduction_pct=None,
+            fixed_first_reduction_pct=None,
+            difference_pct_points=None,
+            p_value=None,
+            detected=False,
+            alpha=alpha,
         )
     bf, ff = float(np.median(base_first)), float(np.median(fixed_first))
     red_bf, red_ff = stats.log_to_reduction_pct(bf), stats.log_to_reduction_pct(ff)
@@ -275,7 +275,7 @@ def within_block_spread(blocks: Mapping[str, Sequence[Sequence[float]]]) -> Spre
 # --- frequency excursions -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FrequencyExcursion(_JsonMixin):
     """Blocks whose CPU MHz moved more than ``tolerance_pct`` from the run's median MHz.
 
@@ -311,26 +311,26 @@ def frequency_excursions(
     values = [x for block in per_block for x in block]
     if not values:
         return FrequencyExcursion(
-            False,
-            "no CPU frequency readings (source unavailable)",
-            tolerance_pct,
-            None,
-            None,
-            None,
-            None,
-            None,
+            observable=False,
+            reason="no CPU frequency readings (source unavailable)",
+            tolerance_pct=tolerance_pct,
+            median_mhz=None,
+            min_mhz=None,
+            max_mhz=None,
+            deviation_pct=None,
+            flagged=None,
         )
     lowest, highest = min(values), max(values)
     if lowest == highest:
         return FrequencyExcursion(
-            False,
-            f"every reading is {lowest:g} MHz: the source does not show changes",
-            tolerance_pct,
-            lowest,
-            lowest,
-            highest,
-            None,
-            None,
+            observable=False,
+            reason=f"every reading is {lowest:g} MHz: the source does not show changes",
+            tolerance_pct=tolerance_pct,
+            median_mhz=lowest,
+            min_mhz=lowest,
+            max_mhz=highest,
+            deviation_pct=None,
+            flagged=None,
         )
     center = float(np.median(values))
     deviation: list[float | None] = [
@@ -339,7 +339,14 @@ def frequency_excursions(
     ]
     flagged = [i for i, dev in enumerate(deviation) if dev is not None and dev > tolerance_pct]
     return FrequencyExcursion(
-        True, None, tolerance_pct, center, lowest, highest, deviation, flagged
+        observable=True,
+        reason=None,
+        tolerance_pct=tolerance_pct,
+        median_mhz=center,
+        min_mhz=lowest,
+        max_mhz=highest,
+        deviation_pct=deviation,
+        flagged=flagged,
     )
 
 

@@ -155,7 +155,7 @@ def _least(values: list[float | None]) -> float | None:
     return min(known) if known else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ContentionReading:
     """The guard's reading for one core (recorded in the run metadata).
 
@@ -253,7 +253,16 @@ def check_contention(
 
     def unavailable(reason: str) -> ContentionReading:
         return ContentionReading(
-            core, None, [], window_s, threshold, None, True, allow_busy, "unavailable", reason
+            core=core,
+            busy_share=None,
+            windows=[],
+            window_s=window_s,
+            threshold=threshold,
+            busy=None,
+            allowed=True,
+            allow_busy=allow_busy,
+            source="unavailable",
+            reason=reason,
         )
 
     try:

@@ -386,10 +386,11 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     """What was measured where: target, device, core, versions, checkpoint, design."""
     m = result.metadata
     versions = m.get("versions") or {}
-    embedding = m.get("embedding") or {}
     refs = m.get("refs") or {}
     built_in = m.get("target") == BUILT_IN_TARGET
-    vllm_versions = " / ".join(str(versions.get(k)) for k in ("vllm", "vllm-omni", "transformers"))
+    vllm_versions = " / ".join(
+        str(v) for v in (m.get("vllm"), versions.get("vllm-omni"), m.get("transformers"))
+    )
     items = [
         ("status", m.get("status")),
         ("target", m.get("target")),
@@ -397,9 +398,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
         ("language model", (m.get("target_info") or {}).get("language_model")),
         (
             "baseline ref",
-            NOT_APPLICABLE
-            if built_in
-            else _ref(refs.get("baseline_ref"), refs.get("baseline_sha")),
+            NOT_APPLICABLE if built_in else _ref(m.get("baseline_ref"), refs.get("baseline_sha")),
         ),
         (
             "candidate ref",
@@ -413,7 +412,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
         ("cpu frequency source", m.get("cpu_frequency_source")),
         ("checkpoint", m.get("model")),
         ("synthetic checkpoint", m.get("synthetic")),
-        ("embedding", f"{embedding.get('shape')} {embedding.get('dtype')}"),
+        ("embedding", f"{m.get('embedding_shape')} {m.get('dtype')}"),
         (
             "design",
             f"warmup {m.get('warmup')}, {m.get('blocks')} blocks × "
@@ -421,12 +420,12 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
         ),
         ("lengths", m.get("lengths")),
         ("timing window", windows.describe(timing_window(m))),
-        ("python / torch", f"{versions.get('python')} / {versions.get('torch')}"),
+        ("python / torch", f"{versions.get('python')} / {m.get('torch')}"),
         ("vllm / vllm-omni / transformers", NOT_USED if built_in else vllm_versions),
         ("busy core", m.get("busy_core") or "no"),
         ("busy I/O", m.get("busy_io") or "no"),
-        ("started", m.get("started_at")),
-        ("ended", m.get("ended_at")),
+        ("started", _utc_iso(m.get("start_time"), timespec="auto")),
+        ("ended", _utc_iso(m.get("end_time"), timespec="auto")),
     ]
     if m.get("missing_files"):
         items.insert(1, ("missing files", ", ".join(m["missing_files"])))
@@ -590,11 +589,12 @@ def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("run")
 
 
-def _utc_iso(epoch: Any) -> Any:
-    """An epoch in seconds as ISO UTC to the second (anything else as it is)."""
+def _utc_iso(epoch: Any, timespec: str = "seconds") -> Any:
+    """An epoch in seconds as ISO UTC, to the second unless ``timespec`` says otherwise
+    (anything else as it is)."""
     if isinstance(epoch, bool) or not isinstance(epoch, int | float) or not math.isfinite(epoch):
         return epoch
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec=timespec)
 
 
 def styled(frame: pd.DataFrame) -> Any:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from embedbench import schema
-from embedbench.compat import upgrade_original, upgrade_records
+from embedbench.compat import upgrade_duplicated, upgrade_original, upgrade_records
 from embedbench.errors import OutputDirError
 from embedbench.timing import AA_SCOPE
 
@@ -299,6 +299,8 @@ def load_results(directory: str | Path) -> RunResult:
         )
     else:
         metadata, validation, summary = data[METADATA], data[VALIDATION], data[SUMMARY]
+        if metadata["schema_version"] < 3:
+            metadata = upgrade_duplicated(metadata)
     return RunResult(path, metadata, records, validation, summary, aa_records)
 
 

@@ -47,6 +47,7 @@ from embedbench.isolation import (
 )
 from embedbench.measure import Event, Share, calls_per_share, measure_share
 from embedbench.results import ResultsWriter, RunResult, check_output_dir
+from embedbench.schema import OWN_REFS, PR_VERSION_KEYS
 from embedbench.targets import VARIANTS
 from embedbench.timing import (
     AA_SCOPE,
@@ -180,10 +181,13 @@ def _metadata(
     config = prepared.config
     target_metadata = ready["target_metadata"]
     vocab, hidden = prepared.location.shape
-    refs = target_metadata.get(
-        "refs", {"baseline_ref": None, "candidate_ref": None, "checked_out_commit": None}
-    )
-    versions = sysinfo.versions()
+    # Each fact once: where the original script has a name for it (baseline_ref,
+    # checkout, torch, vllm, transformers, embedding_shape, dtype, start_time), that
+    # top-level field alone; ``refs``, ``versions`` and ``embedding`` hold the rest.
+    target_refs = target_metadata.get("refs") or {}
+    refs = {key: target_refs.get(key) for key in OWN_REFS}
+    all_versions = sysinfo.versions()
+    versions = {k: v for k, v in all_versions.items() if k not in PR_VERSION_KEYS}
     device_name = sysinfo.device_name(prepared.device)
     return {
         "status": "running",
@@ -191,7 +195,6 @@ def _metadata(
         "target_info": target_metadata,
         # Filled by targets that read code from git (vllm-omni); None for the replica.
         "refs": refs,
-        "candidate_ref": target_metadata.get("candidate_ref"),
         "dirty": target_metadata.get("dirty"),
         "code_sha256": ready["code"],
         # The freshness check of the (first) measuring process, and of this one before it.
@@ -236,27 +239,21 @@ def _metadata(
         "embedding": {
             "key": checkpoint.EMBEDDING_KEY,
             "shard": prepared.location.shard.name,
-            "shape": [vocab, hidden],
-            "dtype": "bfloat16",
         },
-        "ids_dtype": "int32",
         "mask_device": "cpu",
         "metric_order": list(METRIC_ORDER),
         "environment": sysinfo.allowed_environment(),
         "config": config.to_json(),
         # The original script's top-level fields, for whoever reads its output.
-        "baseline_ref": refs.get("baseline_ref"),
-        "checkout": refs.get("checked_out_commit"),
-        "torch": versions.get("torch"),
-        "vllm": versions.get("vllm"),
-        "transformers": versions.get("transformers"),
+        "baseline_ref": target_refs.get("baseline_ref"),
+        "checkout": target_refs.get("checked_out_commit"),
+        **{key: all_versions.get(key) for key in PR_VERSION_KEYS},
         "gpu": device_name if prepared.device.type == "cuda" else None,
         "torch_cpu_threads": 1,
         "embedding_shape": [vocab, hidden],
         "dtype": "bfloat16",
         "input_ids_dtype": "int32",
         "start_time": prepared.started.timestamp(),
-        "started_at": prepared.started.isoformat(),
         "end_time": None,
     }
 
@@ -507,7 +504,6 @@ class _Collector:
             status=status,
             completed_cases=list(self.completed),
             end_time=ended.timestamp(),
-            ended_at=ended.isoformat(),
             **fields,
         )
 

@@ -16,9 +16,17 @@ import jsonschema
 from embedbench.timing import AA_SCOPE
 
 # 2: worker processes (records carry ``worker``; metadata ``processes`` and ``workers``),
-# one interval per row with ``ci_level`` and ``interval_method``. Version 1 stays readable.
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# one interval per row with ``ci_level`` and ``interval_method``.
+# 3: each metadata fact once, under the original script's name where it has one
+# (baseline_ref, checkout, torch, vllm, transformers, embedding_shape, dtype,
+# input_ids_dtype, start_time, end_time); ``refs``, ``versions`` and ``embedding`` keep
+# only what it lacks, and there is no ``started_at``/``ended_at``/``candidate_ref``/
+# ``ids_dtype``. Versions 1 and 2 stay readable (``compat.upgrade_duplicated``).
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+# What ``refs`` and ``versions`` hold beside the original script's top-level fields.
+OWN_REFS = ("baseline_sha", "candidate_ref", "candidate_sha")
+PR_VERSION_KEYS = ("torch", "vllm", "transformers")
 ORIGINAL_FORMAT = "original"
 AA_RAW = "aa-raw.json"
 

@@ -46,7 +46,7 @@ def test_run_end_to_end_writes_four_files_and_prints_the_pr_table(small_checkpoi
         "calling_thread_cpu_us",
         "synchronized_completion_us",
     ]
-    assert result.metadata["embedding"]["shape"] == [152064, 32]
+    assert result.metadata["embedding_shape"] == [152064, 32]
     assert result.metadata["lm_shim"] == "flat" == result.metadata["config"]["lm_shim"]
     assert result.metadata["target_info"]["embedding_class"] == REFERENCE_EMBEDDING
     for row in result.validation:

@@ -197,8 +197,9 @@ def test_the_built_in_replica_shows_no_checkout_refs_or_vllm_versions(result):
 
     omni = copy.deepcopy(result)
     omni.metadata["target"] = "vllm-omni"
-    omni.metadata["refs"] = {"baseline_ref": "v1", "baseline_sha": "abc", "candidate_ref": "HEAD"}
-    omni.metadata["versions"].update({"vllm": "0.9", "vllm-omni": "0.1", "transformers": "4.5"})
+    omni.metadata.update(baseline_ref="v1", vllm="0.9", transformers="4.5")
+    omni.metadata["refs"] = {"baseline_sha": "abc", "candidate_ref": "HEAD"}
+    omni.metadata["versions"]["vllm-omni"] = "0.1"
     prov = report.provenance_table(omni)
     assert prov.loc["baseline ref", "value"] == "v1 (abc)"
     assert prov.loc["candidate ref", "value"] == "HEAD"

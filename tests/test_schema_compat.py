@@ -317,6 +317,69 @@ def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_pa
     assert set(table["Method"]) == {"block bootstrap (older results)"}
     assert set(table["Level"]) == {"95%"}
 
-    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=3))
+    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=4))
     with pytest.raises(OutputDirError, match="schema_version"):
         load_results(old)
+
+
+# Schema 3 writes each metadata fact once; these are the second copies 1 and 2 wrote.
+DROPPED_TOP_LEVEL = ("started_at", "ended_at", "candidate_ref", "ids_dtype")
+DROPPED_NESTED = {
+    "refs": ("baseline_ref", "checked_out_commit"),
+    "versions": ("torch", "vllm", "transformers"),
+    "embedding": ("shape", "dtype"),
+}
+
+
+def test_a_new_run_writes_each_metadata_fact_once(small_run_dir):
+    meta = json.loads((small_run_dir / "metadata.json").read_text())
+    assert meta["schema_version"] == 3
+    assert set(ORIGINAL_METADATA_KEYS) <= set(meta)
+    assert not set(DROPPED_TOP_LEVEL) & set(meta)
+    for group, keys in DROPPED_NESTED.items():
+        assert not set(keys) & set(meta[group]), group
+    assert set(meta["refs"]) == {"baseline_sha", "candidate_ref", "candidate_sha"}
+    assert set(meta["embedding"]) == {"key", "shard"}
+
+
+def _with_duplicates(meta, *, top_level=True):
+    """A schema-3 metadata.json as schema 2 wrote it: each fact twice (or, with
+    ``top_level`` false, only in the nested fields, as before the original's names)."""
+    meta.update(
+        schema_version=2,
+        target="vllm-omni",
+        started_at=report._utc_iso(meta["start_time"], timespec="auto"),
+        ended_at=report._utc_iso(meta["end_time"], timespec="auto"),
+        candidate_ref="HEAD",
+        ids_dtype=meta["input_ids_dtype"],
+    )
+    meta["refs"] = {"baseline_ref": meta["baseline_ref"], "checked_out_commit": meta["checkout"]}
+    meta["versions"].update({k: meta[k] for k in ("torch", "vllm", "transformers")})
+    meta["embedding"].update(shape=meta["embedding_shape"], dtype=meta["dtype"])
+    meta["refs"].update(baseline_sha="abc", candidate_sha="def")
+    if not top_level:
+        for key in ("baseline_ref", "checkout", "torch", "embedding_shape", "dtype"):
+            del meta[key]
+
+
+@pytest.mark.parametrize("top_level", [True, False], ids=["schema 2", "before top-level names"])
+def test_old_metadata_with_duplicated_facts_renders_the_same(small_run_dir, tmp_path, top_level):
+    new = _copy(small_run_dir, tmp_path / "v3")
+    _edit(new / "metadata.json", lambda m: m.update(baseline_ref="v1", checkout="c0ffee"))
+    _edit(new / "metadata.json", lambda m: m.update(target="vllm-omni", vllm="0.9"))
+    _edit(
+        new / "metadata.json",
+        lambda m: m.update(
+            refs={"baseline_sha": "abc", "candidate_ref": "HEAD", "candidate_sha": "def"}
+        ),
+    )
+    old = _copy(new, tmp_path / "v2")
+    _edit(old / "metadata.json", lambda m: _with_duplicates(m, top_level=top_level))
+    assert check_results_dir(old) == "embedbench"
+    expected = report.provenance_table(load_results(new))
+    shown = report.provenance_table(load_results(old))
+    assert shown.equals(expected), shown.compare(expected)
+    assert expected.loc["baseline ref", "value"] == "v1 (abc)"
+    assert expected.loc["candidate ref", "value"] == "HEAD (def)"
+    started = json.loads((old / "metadata.json").read_text())["started_at"]
+    assert expected.loc["started", "value"] == started

@@ -12,7 +12,7 @@ repository, and then, in this same process, tries again three ways: ``embedbench
 must refuse before it starts any), the CLI's ``main`` (``DIR/cli``), and
 ``measure.measure_share`` alone (what a worker or a one-process run does after
 building the target). Prints one JSON
-object (the last line): the first run's status, refs and ``code_fresh``; each retry's
+object (the last line): the first run's status, checkout and ``code_fresh``; each retry's
 error type and message (the CLI's exit code and stderr); the events the measuring
 path emitted before it refused. Exit code 0 when it got that far.
 """
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "first": {
             "status": first.metadata["status"],
-            "refs": first.metadata["refs"],
+            "checkout": first.metadata["checkout"],
             "code_fresh": first.metadata["code_fresh"],
             "calls": {row["case"]: row["calls"] for row in first.validation},
         },
