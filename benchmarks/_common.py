@@ -12,6 +12,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -283,6 +284,25 @@ def percentile(values: Sequence[float], q: float) -> float:
     import numpy as np
 
     return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def embedbench_run(
+    out: Path, flags: Sequence[str], *, core: int, label: str, python: str = sys.executable
+) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
+    """``python -m embedbench run`` of this checkout into ``out``, pinned to ``core``:
+    (wall seconds, metadata.json, summary.json). Exits with the run's last stderr line,
+    prefixed by ``label``, when it fails."""
+    cmd = [python, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
+    cmd += ["--cpu-core", str(core), *flags]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
+        raise SystemExit(f"{label} exited {proc.returncode}: {tail[0]}")
+    metadata = json.loads((out / "metadata.json").read_text())
+    return seconds, metadata, json.loads((out / "summary.json").read_text())
 
 
 def wall(fn: Callable[[], Any]) -> tuple[Any, float]:

@@ -20,12 +20,9 @@ least 9 of 10 runs.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -75,27 +72,9 @@ def expected_cross_coverage(
 
 
 def _one_run(index: int, work: Path, flags: list[str], core: int) -> dict[str, Any]:
-    out = work / f"run{index:02d}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "embedbench",
-        "run",
-        "--no-progress",
-        "--output-dir",
-        str(out),
-        "--cpu-core",
-        str(core),
-        *flags,
-    ]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=C.REPO_ROOT, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
-        raise SystemExit(f"run {index} exited {proc.returncode}: {tail[0]}")
-    summary = json.loads((out / "summary.json").read_text())
-    meta = json.loads((out / "metadata.json").read_text())
+    wall, meta, summary = C.embedbench_run(
+        work / f"run{index:02d}", flags, core=core, label=f"run {index}"
+    )
     return {"wall_s": wall, "summary": summary, "processes": meta.get("processes")}
 
 

@@ -20,12 +20,8 @@ flags, e.g.::
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +33,13 @@ QUICK_DESIGN = ["--warmup", "5", "--blocks", "6", "--iterations", "5", "--proces
 
 
 def _one_run(python: str, out: Path, shim: str, flags: list[str], core: int) -> dict[str, Any]:
-    cmd = [python, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
-    cmd += ["--cpu-core", str(core), "--lm-shim", shim, *flags]
-    env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT)}
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=C.REPO_ROOT, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
-        raise SystemExit(f"{shim} run exited {proc.returncode}: {tail[0]}")
-    meta = json.loads((out / "metadata.json").read_text())
+    wall, meta, summary = C.embedbench_run(
+        out, ["--lm-shim", shim, *flags], core=core, label=f"{shim} run", python=python
+    )
     return {
         "shim": shim,
-        "wall_s": time.perf_counter() - t0,
-        "summary": json.loads((out / "summary.json").read_text()),
+        "wall_s": wall,
+        "summary": summary,
         "embedding_class": (meta.get("target_info") or {}).get("embedding_class"),
         "target": meta.get("target"),
     }
