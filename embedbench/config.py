@@ -207,21 +207,17 @@ class RunConfig:
         set_(self, "processes", parse_int("processes", self.processes, minimum=1))
         self._check_design()
         set_(self, "iterations", parse_int("iterations", self.iterations, minimum=1))
-        device = str(self.device).strip().lower()
-        if device not in DEVICES:
-            raise ConfigError(f"unknown device {device!r}; choose from {', '.join(DEVICES)}")
-        set_(self, "device", device)
+        set_(self, "device", self._coerce_choice("device", self.device, DEVICES))
         set_(self, "lm_shim", self._coerce_choice("lm_shim", self.lm_shim, LM_SHIMS))
         set_(self, "seed", parse_int("seed", self.seed))
         set_(self, "overwrite", _as_bool("overwrite", self.overwrite))
         set_(self, "allow_busy", _as_bool("allow_busy", self.allow_busy))
         set_(self, "aa_check", _as_bool("aa_check", self.aa_check))
-        window = str(self.timing_window).strip().lower()
-        if window not in MEASURABLE:
-            raise ConfigError(
-                f"unknown timing_window {window!r}; choose from {', '.join(MEASURABLE)}"
-            )
-        set_(self, "timing_window", window)
+        set_(
+            self,
+            "timing_window",
+            self._coerce_choice("timing_window", self.timing_window, MEASURABLE),
+        )
 
     def _check_design(self) -> None:
         """Every worker runs as many baseline-first as fixed-first blocks."""
