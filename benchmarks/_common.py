@@ -76,7 +76,7 @@ def has_cpufreq() -> bool:
 
 def busy_shares(window_s: float = 0.5) -> dict[int, float | None]:
     """Busy share of every core over one window (from /proc/stat)."""
-    from embedbench.isolation import read_cpu_jiffies
+    from embedbench.harness.isolation import read_cpu_jiffies
 
     before = read_cpu_jiffies()
     time.sleep(window_s)
@@ -259,8 +259,8 @@ def fmt(value: Any, digits: int = 2) -> str:
 def markdown_table(
     headers: Sequence[str], rows: Iterable[Sequence[Any]], *, align: str | None = None
 ) -> str:
-    """``embedbench.markdown.markdown_table`` with non-string cells through ``fmt``."""
-    from embedbench.markdown import markdown_table as write
+    """``embedbench.report.markdown.markdown_table`` with non-string cells through ``fmt``."""
+    from embedbench.report.markdown import markdown_table as write
 
     cells = ([c if isinstance(c, str) else fmt(c) for c in row] for row in rows)
     return write(headers, cells, align=align)
@@ -324,8 +324,8 @@ def reference_setup(hidden: int, *, log: Callable[[str], None] | None = None) ->
     """
     import torch
 
-    from embedbench import checkpoint
-    from embedbench.targets.reference import build_reference_target
+    from embedbench.omni import checkpoint
+    from embedbench.omni.targets.reference import build_reference_target
 
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     if hidden == HIDDEN_7B:
@@ -356,7 +356,7 @@ def scenario_call(
     """A zero-argument call of one wrapper variant on one case (as the runner builds it)."""
     import functools
 
-    from embedbench.scenarios import build_scenario, call_variant
+    from embedbench.omni.scenarios import build_scenario, call_variant
 
     scenario = build_scenario(
         case,

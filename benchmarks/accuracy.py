@@ -23,8 +23,8 @@ from typing import Any
 
 import _common as C
 
-from embedbench import stats
-from embedbench.carriers import spinner
+from embedbench.harness import stats
+from embedbench.harness.carriers import spinner
 from embedbench.runner import paired_benchmark
 from embedbench.selftest import TOLERANCE, evaluate, spin_us
 

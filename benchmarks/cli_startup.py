@@ -38,7 +38,8 @@ COMMANDS: tuple[tuple[str, tuple[str, ...], int], ...] = (
 
 def _small_results(directory: Path) -> Path:
     """A complete tiny run: hidden-32 checkpoint, 300 tokens, 2 blocks in one process."""
-    from embedbench import RunConfig, checkpoint, run
+    from embedbench import RunConfig, run
+    from embedbench.omni import checkpoint
 
     model = checkpoint.write_synthetic_checkpoint(directory / "ckpt", hidden_size=32)
     out = directory / "results"

@@ -130,11 +130,6 @@ def resident_pages(path: Path) -> bytes:
         os.close(fd)
 
 
-def resident_bytes(path: Path) -> int:
-    """Bytes of ``path`` resident in the page cache."""
-    return sum(resident_pages(path)) * mmap.PAGESIZE
-
-
 def newly_cached(before: bytes, after: bytes, start: int = 0, stop: int | None = None) -> int:
     """Bytes that became resident between two bitmaps, within [start, stop) of the file."""
     page = mmap.PAGESIZE
@@ -190,7 +185,7 @@ def write_checkpoint(root: Path, hidden: int, vocab: int) -> dict[str, Any]:
     import torch
     from safetensors.torch import save_file
 
-    from embedbench.checkpoint import QWEN25_OMNI_7B_TOKEN_IDS
+    from embedbench.omni.checkpoint import QWEN25_OMNI_7B_TOKEN_IDS
 
     gen = torch.Generator().manual_seed(7451)
     mlp = hidden * 37 // 7  # 18944 for hidden 3584 (Qwen2.5-7B intermediate size)
@@ -248,7 +243,7 @@ def child(mode: str, model_dir: Path) -> None:
     import torch  # noqa: F401  (imports are not part of the measured operation)
     from safetensors.torch import load_file
 
-    from embedbench import checkpoint
+    from embedbench.omni import checkpoint
 
     shard = (
         model_dir

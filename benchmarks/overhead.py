@@ -1,6 +1,6 @@
 """Overhead: the timer floor of the exact timing path, and the harness's cost per call.
 
-1. Timer floor: ``embedbench.timing.measure_timer_floor`` (10 blocks × 100 empty calls
+1. Timer floor: ``embedbench.harness.timing.measure_timer_floor`` (10 blocks × 100 empty calls
    through ``time_calls``, exactly what every run records as case "timer"), repeated;
    median, p5 and p95 of each clock (host, calling-thread CPU, synchronized completion).
    The host floor is the bias inside every host sample (the cost of one
@@ -15,7 +15,7 @@
    call's cost that is outside the timed window: it lengthens runs, it does not bias the
    host latency), for an empty call and for a 10 µs spin.
 4. The cost of each clock and of the no-op CPU sync, per call.
-5. The host floor in each timing window (``embedbench.windows``): the PR's window holds
+5. The host floor in each timing window (``embedbench.harness.windows``): the PR's window holds
    the two ``thread_time_ns`` reads, the tight window does not.
 
 Sections 1–4 use the default window (the PR script's).
@@ -30,10 +30,10 @@ from typing import Any
 
 import _common as C
 
-from embedbench.isolation import isolated
+from embedbench.harness.isolation import isolated
+from embedbench.harness.timing import METRIC_ORDER, measure_timer_floor, no_sync, time_calls
+from embedbench.harness.windows import MEASURABLE
 from embedbench.selftest import spin_us
-from embedbench.timing import METRIC_ORDER, measure_timer_floor, no_sync, time_calls
-from embedbench.windows import MEASURABLE
 
 
 def _empty() -> None:

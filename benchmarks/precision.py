@@ -10,7 +10,7 @@ difference is noise. Per repeat:
   (its ``reduction_pct`` is -(e^d - 1) · 100, shown beside it).
 
 Both run in the same process, pinned to the same core with one torch thread, gc off and
-inference mode (the Timer inside ``embedbench.isolation.isolated``), so only the design
+inference mode (the Timer inside ``embedbench.harness.isolation.isolated``), so only the design
 differs. Budget: a calibration run of ``paired_benchmark`` measures how long its timed calls of
 one variant take (T = blocks × iterations calls); each Timer side gets
 ``min_run_time = T``, so both tools spend the same time in timed calls of A and of B
@@ -36,7 +36,7 @@ from typing import Any
 
 import _common as C
 
-from embedbench.isolation import isolated
+from embedbench.harness.isolation import isolated
 from embedbench.runner import paired_benchmark
 from embedbench.selftest import spin_us
 

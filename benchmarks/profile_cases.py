@@ -17,8 +17,8 @@ Each component is timed inside the real call by wrapping it with two
 Per (case, variant): warm-up, then N calls; each column is the median over calls (the
 remainder is computed per call, then its median), so columns need not add up exactly.
 "uninstrumented" is the median host latency of the same call through
-``embedbench.timing.time_calls`` without any wrapper. All pinned to one core, one torch
-thread, gc off, inference mode (``embedbench.isolation.isolated``). A second table
+``embedbench.harness.timing.time_calls`` without any wrapper. All pinned to one core, one torch
+thread, gc off, inference mode (``embedbench.harness.isolation.isolated``). A second table
 replays the mask-and-count lines of the wrapper standalone on the same inputs, to show
 what the remainder holds.
 """
@@ -34,10 +34,10 @@ from typing import Any
 import _common as C
 import torch
 
-from embedbench.isolation import isolated
-from embedbench.scenarios import CASES, build_scenario, call_variant
-from embedbench.targets import reference
-from embedbench.timing import time_calls
+from embedbench.harness.isolation import isolated
+from embedbench.harness.timing import time_calls
+from embedbench.omni.scenarios import CASES, build_scenario, call_variant
+from embedbench.omni.targets import reference
 
 COMPONENTS = ("lookup", ".cpu()", "interleave check", "merge")
 

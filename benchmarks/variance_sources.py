@@ -78,12 +78,13 @@ def _churn_heap(seed: int) -> None:
 
 def child(mode: str, subruns: int, design: dict[str, int], cases: list[str], core: int) -> None:
     """One fresh process: load, measure ``subruns`` times, print one JSON line."""
-    from embedbench import checkpoint, sysinfo
-    from embedbench.isolation import isolated
-    from embedbench.scenarios import build_scenario, call_variant
-    from embedbench.summary import summarize_records
-    from embedbench.targets.reference import build_reference_target
-    from embedbench.timing import derive_seed, measure_pair
+    from embedbench.harness import devices
+    from embedbench.harness.isolation import isolated
+    from embedbench.harness.timing import derive_seed, measure_pair
+    from embedbench.omni import checkpoint
+    from embedbench.omni.scenarios import build_scenario, call_variant
+    from embedbench.omni.targets.reference import build_reference_target
+    from embedbench.report.summary import summarize_records
 
     model = checkpoint.default_synthetic_checkpoint(progress=lambda m: None)
     facts = checkpoint.read_thinker_facts(model)
@@ -97,7 +98,7 @@ def child(mode: str, subruns: int, design: dict[str, int], cases: list[str], cor
         table = checkpoint.load_embedding_table(location)
     if mode == "churn":
         _churn_heap(os.getpid())
-    out: dict[str, Any] = {"mode": mode, "placement": sysinfo.memory_placement(table), "sub": []}
+    out: dict[str, Any] = {"mode": mode, "placement": devices.memory_placement(table), "sub": []}
     with isolated(core):
         for sub in range(subruns):
             current = table.clone() if mode == "fresh-table" and sub else table
@@ -169,7 +170,7 @@ def _decomposition(results: list[dict[str, Any]], cases: list[str]) -> list[list
 
 def _writeback(args: Any, core: int, session: C.Session) -> list[list[Any]]:
     """Runs right after writing 1 GiB without fsync, against runs after sync."""
-    from embedbench.checkpoint import synthetic_cache_dir
+    from embedbench.omni.checkpoint import synthetic_cache_dir
 
     scratch = synthetic_cache_dir()  # the disk the embedded default's checkpoint is built on
     rows = []

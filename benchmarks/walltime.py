@@ -205,7 +205,7 @@ def measure(plan: Plan, core: int) -> Measured:
     work = Path(tempfile.mkdtemp(prefix="embedbench-walltime-"))
     try:
         if plan.notebook:
-            from embedbench import checkpoint
+            from embedbench.omni import checkpoint
 
             checkpoint.default_synthetic_checkpoint()  # the cached case needs it to exist
             data.notebook_rows.append(

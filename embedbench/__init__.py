@@ -17,8 +17,8 @@ _EXPORTS = {
     "OutputDirError": "embedbench.errors",
     "PairedResult": "embedbench.runner",
     "RunConfig": "embedbench.config",
-    "RunResult": "embedbench.results",
-    "load_results": "embedbench.results",
+    "RunResult": "embedbench.report.results",
+    "load_results": "embedbench.report.results",
     "paired_benchmark": "embedbench.runner",
     "run": "embedbench.runner",
 }
@@ -39,7 +39,7 @@ __all__ = [
 if TYPE_CHECKING:
     from embedbench.config import RunConfig
     from embedbench.errors import CheckpointError, ConfigError, EmbedbenchError, OutputDirError
-    from embedbench.results import RunResult, load_results
+    from embedbench.report.results import RunResult, load_results
     from embedbench.runner import PairedResult, paired_benchmark, run
 
 

@@ -1,7 +1,7 @@
 """The facts about cases and variants that both sides need, without torch.
 
-The run side (:mod:`embedbench.scenarios`, :mod:`embedbench.targets`,
-:mod:`embedbench.validation`) builds and checks the inputs with torch; the report side
+The run side (:mod:`embedbench.omni.scenarios`, :mod:`embedbench.omni.targets`,
+:mod:`embedbench.omni.validation`) builds and checks the inputs with torch; the report side
 (results, statistics, tables, plots, HTML, gate) only names them. Both import these
 from here, so results can be re-rendered on a machine without torch (DESIGN §1). The
 old homes re-export them.

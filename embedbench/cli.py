@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from embedbench.config import RunConfig, cli_flag, parse_float, parse_int
 from embedbench.errors import EmbedbenchError
-from embedbench.markdown import frame_markdown
+from embedbench.report.markdown import frame_markdown
 
 if TYPE_CHECKING:
-    from embedbench.results import RunResult
+    from embedbench.report.results import RunResult
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -150,7 +150,7 @@ def _import_jsonschema() -> None:
 
 def print_report(result: RunResult) -> None:
     """The PR table, then the statistics table, on stdout."""
-    from embedbench.report import (
+    from embedbench.report.tables import (
         busy_label,
         pr_table,
         statistics_table,
@@ -182,12 +182,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     _import_jsonschema()
-    from embedbench.results import load_results
+    from embedbench.report.results import load_results
 
     result = load_results(args.results_dir)
     print_report(result)
     if args.html:
-        from embedbench.htmlreport import write_html
+        from embedbench.report.html import write_html
 
         print(f"\nhtml: {write_html(result, args.html)}")
     return EXIT_OK
@@ -195,7 +195,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     _import_jsonschema()
-    from embedbench.results import inspect_results_dir
+    from embedbench.report.results import inspect_results_dir
 
     print(f"ok: {args.results_dir} ({inspect_results_dir(args.results_dir).describe()})")
     return EXIT_OK
@@ -203,8 +203,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_gate(args: argparse.Namespace) -> int:
     _import_jsonschema()
-    from embedbench.gate import check_max_slowdown, gate_lines, gate_results
-    from embedbench.results import load_results
+    from embedbench.report.gate import check_max_slowdown, gate_lines, gate_results
+    from embedbench.report.results import load_results
 
     max_slowdown = check_max_slowdown(args.max_slowdown, "--max-slowdown")
     outcome = gate_results(load_results(args.results_dir), max_slowdown)
@@ -218,7 +218,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     )
     delay = parse_float("--delay-us", args.delay_us, minimum=0.01)
     base = parse_float("--base-us", args.base_us, minimum=0.01)
-    from embedbench.results import write_json_atomic
+    from embedbench.report.results import write_json_atomic
     from embedbench.selftest import run_selftest
 
     result = run_selftest(
@@ -238,7 +238,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
 def _cmd_synth(args: argparse.Namespace) -> int:
     hidden_size = parse_int("--hidden", args.hidden, minimum=1)
     seed = parse_int("--seed", args.seed)
-    from embedbench import checkpoint
+    from embedbench.omni import checkpoint
 
     path = checkpoint.write_synthetic_checkpoint(
         args.directory,

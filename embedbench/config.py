@@ -18,7 +18,7 @@ from typing import Any
 
 from embedbench.cases import CASE_LABELS, CASES, MIN_TOKENS
 from embedbench.errors import ConfigError
-from embedbench.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
+from embedbench.harness.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 
 DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"
 WORKTREE = "WORKTREE"

@@ -32,14 +32,11 @@ from typing import Any
 
 import torch
 
-from embedbench import checkpoint, freshness, sysinfo
 from embedbench.config import RunConfig
-from embedbench.devices import sync_for
-from embedbench.isolation import isolated
-from embedbench.scenarios import build_scenario, call_variant
-from embedbench.targets import VARIANTS, Target, lookup_chain
-from embedbench.targets.reference import build_reference_target
-from embedbench.timing import (
+from embedbench.harness import devices, freshness, sysinfo
+from embedbench.harness.devices import sync_for
+from embedbench.harness.isolation import isolated
+from embedbench.harness.timing import (
     AA_SCOPE,
     MICRO_SCOPE,
     TIMER_CASE,
@@ -48,7 +45,11 @@ from embedbench.timing import (
     measure_pair,
     measure_timer_floor,
 )
-from embedbench.validation import validate_scenario
+from embedbench.omni import checkpoint
+from embedbench.omni.scenarios import build_scenario, call_variant
+from embedbench.omni.targets import VARIANTS, Target, lookup_chain
+from embedbench.omni.targets.reference import build_reference_target
+from embedbench.omni.validation import validate_scenario
 
 Event = dict[str, Any]
 Emit = Callable[[Event], None]
@@ -57,12 +58,12 @@ Emit = Callable[[Event], None]
 # call and the validation (checked for freshness with the target's modules).
 HARNESS_MODULES = (
     "embedbench.measure",
-    "embedbench.scenarios",
-    "embedbench.timing",
-    "embedbench.windows",
-    "embedbench.validation",
-    "embedbench.isolation",
-    "embedbench.devices",
+    "embedbench.omni.scenarios",
+    "embedbench.harness.timing",
+    "embedbench.harness.windows",
+    "embedbench.omni.validation",
+    "embedbench.harness.isolation",
+    "embedbench.harness.devices",
 )
 
 
@@ -116,12 +117,10 @@ def case_order(share: Share) -> list[tuple[int, str]]:
     return pairs[shift:] + pairs[:shift]
 
 
-def build_target(
-    config: RunConfig, facts: checkpoint.ThinkerFacts, table: torch.Tensor, device: torch.device
-) -> Target:
+def build_target(config: RunConfig, facts: checkpoint.ThinkerFacts, table: torch.Tensor) -> Target:
     """The target named in the config, bound to the loaded table."""
     if config.target == "vllm-omni":
-        from embedbench.targets.vllm_omni import build_vllm_omni_target
+        from embedbench.omni.targets.vllm_omni import build_vllm_omni_target
 
         return build_vllm_omni_target(
             table,
@@ -129,7 +128,6 @@ def build_target(
             repo=config.repo,
             baseline_ref=config.baseline_ref,
             candidate_ref=config.candidate_ref,
-            device=device,
             lm_shim=config.lm_shim,
         )
     return build_reference_target(table, facts, config.lm_shim)
@@ -176,7 +174,7 @@ def _load(share: Share) -> tuple[checkpoint.ThinkerFacts, torch.Tensor, dict[str
     location = checkpoint.locate_embedding(model_dir, facts)
     started = time.perf_counter()
     table = checkpoint.load_embedding_table(location, device=share.device)
-    placement = {"load_s": time.perf_counter() - started, **sysinfo.memory_placement(table)}
+    placement = {"load_s": time.perf_counter() - started, **devices.memory_placement(table)}
     return facts, table, placement
 
 
@@ -194,7 +192,7 @@ def measure_share(
     """
     config, device = share.config, torch.device(share.device)
     facts, table, placement = _load(share)
-    target = build_target(config, facts, table, device)
+    target = build_target(config, facts, table)
     fresh = check_fresh(target)  # before anything is measured or reported
     frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
     sync = sync_for(device)

@@ -31,25 +31,21 @@ import torch
 from tqdm.auto import tqdm
 
 import embedbench
-from embedbench import checkpoint, freshness, stats, summary, sysinfo, windows
 from embedbench.config import RunConfig, default_output_dir
-from embedbench.devices import resolve_device, sync_for
 from embedbench.errors import ConfigError, EmbedbenchError
-from embedbench.hostlock import HostLock, host_lock
-from embedbench.interrupts import RunInterrupted, StopFlag, stop_requests
-from embedbench.ioguard import IoReading, guard_window_s, wait_for_quiet_io
-from embedbench.isolation import (
+from embedbench.harness import devices, freshness, stats, sysinfo, windows
+from embedbench.harness.devices import resolve_device, sync_for
+from embedbench.harness.hostlock import HostLock, host_lock
+from embedbench.harness.interrupts import RunInterrupted, StopFlag, stop_requests
+from embedbench.harness.ioguard import IoReading, guard_window_s, wait_for_quiet_io
+from embedbench.harness.isolation import (
     ContentionReading,
     allowed_cores,
     check_contention,
     isolated,
     resolve_cpu_core,
 )
-from embedbench.measure import Event, Share, calls_per_share, measure_share
-from embedbench.results import ResultsWriter, RunResult, check_output_dir
-from embedbench.schema import OWN_REFS, PR_VERSION_KEYS
-from embedbench.targets import VARIANTS
-from embedbench.timing import (
+from embedbench.harness.timing import (
     AA_SCOPE,
     METRIC_ORDER,
     MICRO_SCOPE,
@@ -59,6 +55,12 @@ from embedbench.timing import (
     measure_pair,
     measure_timer_floor,
 )
+from embedbench.measure import Event, Share, calls_per_share, measure_share
+from embedbench.omni import checkpoint
+from embedbench.omni.targets import VARIANTS
+from embedbench.report import summary
+from embedbench.report.results import ResultsWriter, RunResult, check_output_dir
+from embedbench.report.schema import OWN_REFS, PR_VERSION_KEYS
 
 Log = Callable[[str], None]
 # The guards' sampling window between workers or cases: 2 × 0.1 s of /proc/stat still
@@ -67,6 +69,9 @@ Log = Callable[[str], None]
 RECHECK_WINDOW_S = 0.1
 # The modules whose embedbench imports make up the run's pipeline in this process.
 PIPELINE_MODULES = ("embedbench.runner", "embedbench.measure")
+
+# Target metadata fields that metadata.json holds at top level (each fact once).
+HOISTED_TARGET_FIELDS = ("refs", "dirty", "versions", "lm_shim")
 
 
 class WorkerError(EmbedbenchError):
@@ -128,7 +133,7 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
     if config.target == "vllm-omni":
         # Repository, refs and the method at each ref, before the checkpoint is read;
         # vLLM itself is imported only when the target is built.
-        from embedbench.targets.vllm_omni import check_vllm_omni_source
+        from embedbench.omni.targets.vllm_omni import check_vllm_omni_source
 
         checkout = check_vllm_omni_source(
             repo=config.repo, baseline_ref=config.baseline_ref, candidate_ref=config.candidate_ref
@@ -167,7 +172,7 @@ def check_loaded_code(
     names = freshness.imported_modules(PIPELINE_MODULES, package="embedbench")
     measured: tuple[str, ...] = ()
     if config.target == "vllm-omni":
-        from embedbench.targets.vllm_omni import MEASURED, loaded_modules
+        from embedbench.omni.targets.vllm_omni import MEASURED, loaded_modules
 
         names += loaded_modules()
         measured = (MEASURED,)
@@ -184,15 +189,18 @@ def _metadata(
     # Each fact once: where the original script has a name for it (baseline_ref,
     # checkout, torch, vllm, transformers, embedding_shape, dtype, start_time), that
     # top-level field alone; ``refs``, ``versions`` and ``embedding`` hold the rest.
+    # The target's refs, work-tree state, versions and shim go to their top-level homes;
+    # ``target_info`` keeps what only the target knows (classes, files, call chain).
     target_refs = target_metadata.get("refs") or {}
     refs = {key: target_refs.get(key) for key in OWN_REFS}
-    all_versions = sysinfo.versions()
+    target_info = {k: v for k, v in target_metadata.items() if k not in HOISTED_TARGET_FIELDS}
+    all_versions = {**(target_metadata.get("versions") or {}), **sysinfo.versions()}
     versions = {k: v for k, v in all_versions.items() if k not in PR_VERSION_KEYS}
-    device_name = sysinfo.device_name(prepared.device)
+    device = devices.describe(prepared.device)
     return {
         "status": "running",
         "target": ready["target"],
-        "target_info": target_metadata,
+        "target_info": target_info,
         # Filled by targets that read code from git (vllm-omni); None for the replica.
         "refs": refs,
         "dirty": target_metadata.get("dirty"),
@@ -204,14 +212,13 @@ def _metadata(
         },
         "versions": versions,
         "device": prepared.device.type,
-        "device_name": device_name,
-        "provenance": sysinfo.provenance(
-            prepared.cpu_core,
-            prepared.device,
-            prepared.model_dir,
-            prepared.location.shard,
-            checkpoint.EMBEDDING_KEY,
-        ),
+        "device_name": device["name"],
+        "provenance": {
+            **sysinfo.provenance(prepared.cpu_core, device),
+            "checkpoint": checkpoint.fingerprint(
+                prepared.model_dir, prepared.location.shard, checkpoint.EMBEDDING_KEY
+            ),
+        },
         "cpu_core": prepared.cpu_core,
         "cpu_frequency_source": ready["frequency_source"],
         "threads": ready["isolation"],
@@ -230,7 +237,7 @@ def _metadata(
         "processes": config.processes,
         "timing_window": config.timing_window,
         "timing_window_description": windows.describe(config.timing_window),
-        "lm_shim": target_metadata.get("lm_shim", config.lm_shim),
+        "lm_shim": config.lm_shim,
         "workers": [],
         "lengths": list(config.lengths),
         "cases": list(config.cases),
@@ -248,7 +255,7 @@ def _metadata(
         "baseline_ref": target_refs.get("baseline_ref"),
         "checkout": target_refs.get("checked_out_commit"),
         **{key: all_versions.get(key) for key in PR_VERSION_KEYS},
-        "gpu": device_name if prepared.device.type == "cuda" else None,
+        "gpu": device["name"] if prepared.device.type == "cuda" else None,
         "torch_cpu_threads": 1,
         "embedding_shape": [vocab, hidden],
         "dtype": "bfloat16",

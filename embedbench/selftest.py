@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from embedbench import carriers, stats
-from embedbench.carriers import spin_us  # noqa: F401  (public: benchmarks time with it)
+from embedbench.harness import carriers, stats
+from embedbench.harness.carriers import spin_us  # noqa: F401  (public: benchmarks time with it)
 from embedbench.jsonvalues import plain
 
 TOLERANCE = 0.15
@@ -236,7 +236,7 @@ def run_selftest(
     allow_busy: bool = False,
 ) -> SelfTestResult:
     """Run the five checks (see the module docstring) on one pinned core."""
-    from embedbench.isolation import isolated, resolve_cpu_core
+    from embedbench.harness.isolation import isolated, resolve_cpu_core
     from embedbench.runner import paired_benchmark  # late: the runner imports half the package
 
     if delay_us <= 0 or base_us <= 0:

@@ -17,7 +17,7 @@ import traceback
 from typing import Any, TextIO
 
 from embedbench.errors import EmbedbenchError, one_line
-from embedbench.interrupts import stop_requests
+from embedbench.harness.interrupts import stop_requests
 from embedbench.measure import Share, measure_share
 
 EXIT_OK = 0

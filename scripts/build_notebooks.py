@@ -91,16 +91,16 @@ def config_call(config_class: type) -> str:
 
 REPORT_CELLS = [
     md("## Report"),
-    code("display(HTML(report.banner_html(result)))"),
+    code("display(HTML(tables.banner_html(result)))"),
     md("""
         ### Before/after in the PR's format
 
         The first table is the PR's; the markdown below it pastes into a review as is.
         """),
     code("""
-        pr = report.pr_table(result)
-        display(report.styled(pr))
-        print(report.to_pr_markdown(pr))
+        pr = tables.pr_table(result)
+        display(tables.styled(pr))
+        print(tables.to_pr_markdown(pr))
         """),
     md("""
         ### Interval and verdict
@@ -113,7 +113,7 @@ REPORT_CELLS = [
         time. An A/A check (`aa_check=True`) is reported beside it and never widens it.
         """),
     code("""
-        display(report.styled(report.statistics_table(result)))
+        display(tables.styled(tables.statistics_table(result)))
         plots.reduction_forest(result)
         """),
     md("""
@@ -124,8 +124,8 @@ REPORT_CELLS = [
         CPU-frequency excursions. Anything that stood out is listed below the table.
         """),
     code("""
-        display(report.styled(report.diagnostics_table(result)))
-        print("\\n".join(report.notes(result)) or "nothing stood out")
+        display(tables.styled(tables.diagnostics_table(result)))
+        print("\\n".join(tables.notes(result)) or "nothing stood out")
         """),
     md("""
         ### Per-block distributions
@@ -139,11 +139,11 @@ REPORT_CELLS = [
     code("plots.frequency_trace(result)"),
     md("### Timer floor and validation"),
     code("""
-        display(report.styled(report.timer_floor_table(result)))
-        display(report.styled(report.validation_table(result)))
+        display(tables.styled(tables.timer_floor_table(result)))
+        display(tables.styled(tables.validation_table(result)))
         """),
     md("### Provenance"),
-    code("report.styled(report.provenance_table(result))"),
+    code("tables.styled(tables.provenance_table(result))"),
 ]
 
 RUN = new_notebook(
@@ -163,7 +163,9 @@ RUN = new_notebook(
 
             from IPython.display import HTML, display
 
-            from embedbench import RunConfig, plots, report, run
+            from embedbench import RunConfig, run
+
+            from embedbench.report import plots, tables
             """),
         params(RunConfig),
         md("""
@@ -174,8 +176,8 @@ RUN = new_notebook(
         code(
             config_call(RunConfig)
             + dedent("""
-                display(report.styled(report.config_table(config)))
-                report.styled(report.environment_table())
+                display(tables.styled(tables.config_table(config)))
+                tables.styled(tables.environment_table())
                 """)
         ),
         md("## Measurement"),
@@ -203,9 +205,11 @@ REPORT = new_notebook(
 
             from IPython.display import HTML, display
 
-            from embedbench import load_results, plots, report
+            from embedbench import load_results
+
+            from embedbench.report import plots, tables
             from embedbench.config import ReportConfig
-            from embedbench.results import latest_results_dir
+            from embedbench.report.results import latest_results_dir
             """),
         params(ReportConfig),
         code(
@@ -234,7 +238,7 @@ COMPARE = new_notebook(
             %matplotlib inline
             from IPython.display import display
 
-            from embedbench import gate, plots, report
+            from embedbench.report import gate, plots, tables
             from embedbench.config import CompareConfig
             """),
         params(CompareConfig),
@@ -247,15 +251,15 @@ COMPARE = new_notebook(
             config_call(CompareConfig)
             + dedent("""
                 with_reference = config.include_reference
-                runs = report.load_runs(config.results_dirs, include_reference=with_reference)
-                reference = report.reference_results() if with_reference else None
+                runs = tables.load_runs(config.results_dirs, include_reference=with_reference)
+                reference = tables.reference_results() if with_reference else None
                 mixed = dict(allow_mixed_windows=config.allow_mixed_windows)
-                report.compared_windows(runs, reference, allow_mixed=config.allow_mixed_windows)
-                display(report.styled(report.runs_table(runs)))
+                tables.compared_windows(runs, reference, allow_mixed=config.allow_mixed_windows)
+                display(tables.styled(tables.runs_table(runs)))
                 """)
         ),
         md("## Before/after per run"),
-        code("report.styled(report.compare_table(runs, reference, **mixed))"),
+        code("tables.styled(tables.compare_table(runs, reference, **mixed))"),
         md("## Reduction per case"),
         code("plots.compare_reductions(runs, reference, **mixed)"),
         md("""
@@ -269,7 +273,7 @@ COMPARE = new_notebook(
         code("""
             slowdown = config.max_slowdown_pct
             outcomes = {name: gate.gate_results(r, slowdown) for name, r in runs.items()}
-            display(report.styled(gate.gate_table(outcomes)))
+            display(tables.styled(gate.gate_table(outcomes)))
             for name, outcome in outcomes.items():
                 print("\\n".join(f"{name}: {line}" for line in gate.gate_lines(outcome)))
             """),

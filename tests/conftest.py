@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from embedbench import checkpoint
+from embedbench.omni import checkpoint
 
 SMALL_HIDDEN = 32
 
@@ -39,6 +39,7 @@ TIERS = {
         *("test_stats.py", "test_sysinfo.py", "test_timing.py", "test_validation.py"),
         # on main, not yet on this branch (all fast, none runs the harness)
         *("test_blocks.py", "test_errors.py", "test_markdown.py", "test_readme_parameters.py"),
+        "test_layout.py",
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),

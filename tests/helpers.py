@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import torch
 
-from embedbench.checkpoint import QWEN25_OMNI_7B_TOKEN_IDS, QWEN25_OMNI_7B_VOCAB
+from embedbench.omni.checkpoint import QWEN25_OMNI_7B_TOKEN_IDS, QWEN25_OMNI_7B_VOCAB
 
 # A short design for runs whose structure, not numbers, is under test (three worker
 # processes of two blocks each, as the default design spreads its blocks). --allow-busy:

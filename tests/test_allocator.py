@@ -5,12 +5,12 @@ import sys
 
 import pytest
 
-from embedbench.isolation import allowed_cores, isolated
-from embedbench.timing import measure_pair
+from embedbench.harness.isolation import allowed_cores, isolated
+from embedbench.harness.timing import measure_pair
 
 FAULTS_AFTER_WARMUP = """
 import resource, sys, torch
-from embedbench.allocator import steady_allocator
+from embedbench.harness.allocator import steady_allocator
 if sys.argv[1] == "steady":
     assert steady_allocator()["applied"]
 def faults():

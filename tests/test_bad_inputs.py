@@ -12,9 +12,9 @@ import torch
 from helpers import QUICK
 from safetensors.torch import save_file
 
-from embedbench import checkpoint
-from embedbench import results as results_module
 from embedbench.cli import main
+from embedbench.omni import checkpoint
+from embedbench.report import results as results_module
 
 OLD_RUN = {"metadata.json": '{"old": true}\n', "summary.json": '["previous run"]\n'}
 

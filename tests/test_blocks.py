@@ -3,8 +3,9 @@ statistics and the diagnostics both start from."""
 
 import pytest
 
-from embedbench import diagnostics, summary
-from embedbench.blocks import block_table
+from embedbench.harness import diagnostics
+from embedbench.harness.blocks import block_table
+from embedbench.report import summary
 
 
 def _record(block, variant, position, host, *, worker=0, faults=None):

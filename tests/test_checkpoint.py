@@ -1,4 +1,4 @@
-"""Tests for embedbench.checkpoint: facts, index lookup, one-tensor loading, synthetic writer."""
+"""embedbench.omni.checkpoint: facts, index lookup, one-tensor loading, synthetic writer."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from embedbench import checkpoint as ck
 from embedbench.errors import CheckpointError, ConfigError
+from embedbench.omni import checkpoint as ck
 
 HIDDEN = 16
 VOCAB = ck.QWEN25_OMNI_7B_VOCAB

@@ -4,7 +4,7 @@ import pytest
 
 from embedbench.config import DEFAULT_BASELINE_REF, CompareConfig, ReportConfig, RunConfig
 from embedbench.errors import ConfigError
-from embedbench.scenarios import CASES
+from embedbench.omni.scenarios import CASES
 
 
 def test_defaults_match_the_original_script():

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from embedbench import ioguard
 from embedbench.errors import ConfigError, ContentionError, EmbedbenchError
-from embedbench.isolation import (
+from embedbench.harness import ioguard
+from embedbench.harness.isolation import (
     CONTENTION_WINDOW_S,
     allowed_cores,
     check_contention,

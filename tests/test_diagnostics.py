@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from embedbench import diagnostics as dg
-from embedbench import stats
+from embedbench.harness import diagnostics as dg
+from embedbench.harness import stats
+from embedbench.harness.blocks import block_table
 
 
 def _block(rng: np.random.Generator, center: float, calls: int = 20, noise: float = 0.01):
@@ -140,7 +141,7 @@ def test_unavailable_or_constant_mhz_is_not_observable():
     assert constant.median_mhz == 2400.0
 
 
-def test_diagnose_records_reads_raw_records_and_serializes():
+def test_diagnose_table_of_raw_records_serializes():
     rng = np.random.default_rng(7)
     records = []
     for block, who in enumerate(_alternating(10)):
@@ -157,7 +158,7 @@ def test_diagnose_records_reads_raw_records_and_serializes():
                     "cpu_mhz_end": None,
                 }
             )
-    result = dg.diagnose_records(records)
+    result = dg.diagnose_table(block_table(records))
     assert result.blocks == 10
     assert result.order_effect.n_baseline_first == 5
     assert not result.frequency.observable
@@ -165,4 +166,4 @@ def test_diagnose_records_reads_raw_records_and_serializes():
     json.dumps(row, allow_nan=False)
     assert set(row) >= {"order_effect", "drift", "outliers", "spread", "frequency"}
     with pytest.raises(ValueError):
-        dg.diagnose_records(records[:-1])
+        dg.diagnose_table(block_table(records[:-1]))

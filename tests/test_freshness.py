@@ -19,11 +19,11 @@ from types import ModuleType
 import pytest
 from helpers import QUICK_DESIGN
 
-from embedbench import freshness
 from embedbench import measure as measure_module
 from embedbench.cli import main
 from embedbench.errors import StaleCodeError
-from embedbench.results import RESULT_FILES
+from embedbench.harness import freshness
+from embedbench.report.results import RESULT_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -229,7 +229,7 @@ def test_the_reference_target_is_fresh_in_a_fresh_process():
         import json, time
         from helpers import TOKEN_IDS, seeded_table
         from embedbench import measure
-        from embedbench.targets.reference import build_reference_target
+        from embedbench.omni.targets.reference import build_reference_target
         facts = TOKEN_IDS
         facts.hidden_size = 8
         target = build_reference_target(seeded_table(8), facts)
@@ -248,7 +248,11 @@ def test_the_reference_target_is_fresh_in_a_fresh_process():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    for module in ("embedbench.targets.reference", "torch.nn.modules.module", "embedbench.timing"):
+    for module in (
+        "embedbench.omni.targets.reference",
+        "torch.nn.modules.module",
+        "embedbench.harness.timing",
+    ):
         assert module in report["checked_modules"], report
     # Budget 0.5 s (about 0.03 s measured); the bound leaves room for a loaded machine.
     assert report["wall"] < 2.0, report
@@ -284,7 +288,7 @@ def test_a_stale_target_module_refuses_the_run_before_writing(
 def test_a_run_records_its_freshness_checks(small_run_dir):
     meta = json.loads((small_run_dir / "metadata.json").read_text())
     fresh = meta["code_fresh"]
-    assert "embedbench.targets.reference" in fresh["checked_modules"]
+    assert "embedbench.omni.targets.reference" in fresh["checked_modules"]
     assert "embedbench.runner" in fresh["parent"]["checked_modules"]
     assert fresh["functions_compared"] > 0 and 0 <= fresh["seconds"] < 2.0
     assert all("code_fresh_s" in worker for worker in meta["workers"])

@@ -11,10 +11,10 @@ from helpers import original_metadata
 from embedbench import load_results
 from embedbench.cli import main
 from embedbench.errors import ConfigError
-from embedbench.gate import gate_lines, gate_results, gate_table
-from embedbench.scenarios import CASE_LABELS
-from embedbench.timing import MICRO_SCOPE
-from embedbench.validation import EXPECTED_LOOKUPS
+from embedbench.harness.timing import MICRO_SCOPE
+from embedbench.omni.scenarios import CASE_LABELS
+from embedbench.omni.validation import EXPECTED_LOOKUPS
+from embedbench.report.gate import gate_lines, gate_results, gate_table
 
 TOKENS = 1172
 METRIC_ORDER = ["host_observed_us", "calling_thread_cpu_us", "synchronized_completion_us"]

@@ -11,8 +11,8 @@ from types import MethodType, ModuleType
 import pytest
 from helpers import git
 
-from embedbench import gitsource
 from embedbench.errors import EmbedbenchError, GitSourceError
+from embedbench.omni import gitsource
 
 PATH = "pkg/greeter.py"
 

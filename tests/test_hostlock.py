@@ -7,11 +7,11 @@ import sys
 import pytest
 
 from embedbench.errors import EmbedbenchError, HostLockError
-from embedbench.hostlock import LOCK_DIR_ENV, LOCK_NAME, host_lock, lock_path
+from embedbench.harness.hostlock import LOCK_DIR_ENV, LOCK_NAME, host_lock, lock_path
 
 TRY_LOCK = (
     "from embedbench.errors import HostLockError\n"
-    "from embedbench.hostlock import host_lock\n"
+    "from embedbench.harness.hostlock import host_lock\n"
     "try:\n"
     "    with host_lock() as held:\n"
     "        print('ACQUIRED', held.pid)\n"

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from embedbench import RunConfig, load_results, report, run
+from embedbench import RunConfig, load_results, run
 from embedbench import measure as measure_module
 from embedbench.cli import main
-from embedbench.results import RESULT_FILES
-from embedbench.targets.reference import build_reference_target
+from embedbench.omni.targets.reference import build_reference_target
+from embedbench.report import tables
+from embedbench.report.results import RESULT_FILES
 
 
 def _wait_for_records(out: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -71,10 +72,10 @@ def test_signal_mid_run_leaves_valid_files_marked_interrupted(small_checkpoint, 
     assert result.status == "interrupted"
     assert result.metadata["completed_cases"][0] == "text@300"
     assert len(result.summary) == len(result.metadata["completed_cases"]) < 6
-    table = report.pr_table(result)
+    table = tables.pr_table(result)
     assert len(table) == 6
     assert "not measured" in set(table["Host latency reduction"])
-    assert "interrupted" in report.banner_html(result)
+    assert "interrupted" in tables.banner_html(result)
     rendered = subprocess.run(
         [sys.executable, "-m", "embedbench", "report", str(out)],
         capture_output=True,

@@ -15,10 +15,11 @@ import math
 import numpy as np
 import pytest
 
-from embedbench import stats, summary
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError
-from embedbench.timing import block_schedule
+from embedbench.harness import stats
+from embedbench.harness.timing import block_schedule
+from embedbench.report import summary
 
 WORKERS, PER_WORKER, CALLS = 5, 4, 20
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from embedbench import checkpoint as ck
-from embedbench import ioguard
 from embedbench.errors import ContentionError, EmbedbenchError, IoBusyError
-from embedbench.ioguard import (
+from embedbench.harness import ioguard
+from embedbench.harness.ioguard import (
     DIRTY_THRESHOLD_BYTES,
     IOWAIT_THRESHOLD,
     read_iowait_jiffies,
     read_writeback_bytes,
     wait_for_quiet_io,
 )
+from embedbench.omni import checkpoint as ck
 
 MiB = 2**20
 
@@ -280,7 +280,7 @@ def test_synthetic_checkpoint_fsyncs_files_and_directory_before_the_rename(tmp_p
 
 
 def test_metadata_schema_takes_an_io_guard_reading_and_old_results_without_one(tmp_path):
-    from embedbench.schema import SCHEMA_VERSION, first_problem
+    from embedbench.report.schema import SCHEMA_VERSION, first_problem
 
     metadata = {
         "schema_version": SCHEMA_VERSION,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from embedbench.errors import ConfigError
-from embedbench.isolation import allowed_cores, isolated, resolve_cpu_core
+from embedbench.harness.isolation import allowed_cores, isolated, resolve_cpu_core
 
 
 def _state():

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from embedbench.markdown import frame_markdown, markdown_table
+from embedbench.report.markdown import frame_markdown, markdown_table
 
 
 def test_rows_are_unpadded_under_a_rule_of_one_mark_per_column():

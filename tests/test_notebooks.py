@@ -13,8 +13,8 @@ import papermill as pm
 import pytest
 
 from embedbench.config import CompareConfig, ReportConfig, RunConfig
-from embedbench.results import RESULT_FILES
-from embedbench.scenarios import CASES
+from embedbench.omni.scenarios import CASES
+from embedbench.report.results import RESULT_FILES
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 # Every field of a notebook's config class is one of its parameters (one list, config.py).

@@ -7,7 +7,7 @@ import pytest
 
 from embedbench import ConfigError, paired_benchmark
 from embedbench.errors import HostLockError
-from embedbench.hostlock import host_lock
+from embedbench.harness.hostlock import host_lock
 
 
 def _busy(us: float):

@@ -11,9 +11,9 @@ from helpers import AUDIO, IMAGE, TOKEN_IDS, VIDEO, VOCAB, seeded_table
 from support.calltrace import python_calls
 
 from embedbench.config import LM_SHIMS
-from embedbench.scenarios import CASES, Scenario, build_scenario, call_variant
-from embedbench.targets import VARIANTS, Target, lookup_chain
-from embedbench.targets.reference import (
+from embedbench.omni.scenarios import CASES, Scenario, build_scenario, call_variant
+from embedbench.omni.targets import VARIANTS, Target, lookup_chain
+from embedbench.omni.targets.reference import (
     FlatLanguageModel,
     ReferenceLanguageModel,
     ReferenceTextModel,
@@ -26,7 +26,7 @@ from embedbench.targets.reference import (
     check_interleaved_audio_video,
     tag_modality,
 )
-from embedbench.validation import EXPECTED_LOOKUPS, count_lookups
+from embedbench.omni.validation import EXPECTED_LOOKUPS, count_lookups
 
 HIDDEN = 32
 
@@ -146,10 +146,10 @@ def test_lm_shim_structure_and_call_depth(table, lm_shim):
 def test_lm_shim_metadata(table):
     flat = build_reference_target(table, TOKEN_IDS).metadata
     production = build_reference_target(table, TOKEN_IDS, "production").metadata
-    embedding = "embedbench.targets.reference.ReferenceVocabEmbedding"
+    embedding = "embedbench.omni.targets.reference.ReferenceVocabEmbedding"
     assert flat["lm_shim"] == "flat" and production["lm_shim"] == "production"
     assert flat["embedding_class"] == production["embedding_class"] == embedding
-    assert flat["language_model_class"] == "embedbench.targets.reference.FlatLanguageModel"
+    assert flat["language_model_class"] == "embedbench.omni.targets.reference.FlatLanguageModel"
     assert production["language_model_class"].endswith("reference.ReferenceLanguageModel")
     assert flat["language_model"] == (
         "FlatLanguageModel.embed_input_ids -> ReferenceVocabEmbedding (TP=1)"

@@ -7,10 +7,11 @@ from datetime import datetime, timezone
 import pytest
 from matplotlib.figure import Figure
 
-from embedbench import ConfigError, load_results, plots, report
+from embedbench import ConfigError, load_results
 from embedbench.config import RunConfig
-from embedbench.htmlreport import render_html, write_html
-from embedbench.scenarios import CASE_LABELS, CASES
+from embedbench.omni.scenarios import CASE_LABELS, CASES
+from embedbench.report import plots, tables
+from embedbench.report.html import render_html, write_html
 
 
 @pytest.fixture()
@@ -19,7 +20,7 @@ def result(small_run_dir):
 
 
 def test_pr_table_has_the_prs_columns_and_one_row_per_case(result):
-    table = report.pr_table(result)
+    table = tables.pr_table(result)
     assert list(table.columns) == ["Input", "Before (μs)", "After (μs)", "Host latency reduction"]
     assert list(table["Input"]) == [CASE_LABELS[c] for c in CASES]
     assert all(re.fullmatch(r"\d+\.\d\d", v) for v in table["Before (μs)"])
@@ -27,7 +28,7 @@ def test_pr_table_has_the_prs_columns_and_one_row_per_case(result):
 
 
 def test_pr_markdown_is_exactly_the_prs_layout(result):
-    lines = report.to_pr_markdown(report.pr_table(result)).splitlines()
+    lines = tables.to_pr_markdown(tables.pr_table(result)).splitlines()
     assert lines[0] == "| Input | Before (μs) | After (μs) | Host latency reduction |"
     assert lines[1] == "| --- | ---: | ---: | ---: |"
     assert re.fullmatch(r"\| Text \| \d+\.\d\d \| \d+\.\d\d \| -?\d+\.\d\d% \|", lines[2])
@@ -37,21 +38,21 @@ def test_pr_markdown_is_exactly_the_prs_layout(result):
 def test_several_lengths_are_labelled_with_tokens(result):
     doubled = copy.deepcopy(result)
     doubled.summary += [{**row, "tokens": 512} for row in result.summary]
-    labels = list(report.pr_table(doubled)["Input"])
+    labels = list(tables.pr_table(doubled)["Input"])
     assert labels[0] == "Text (300 tokens)" and labels[-1] == "Interleaved audio/video (512 tokens)"
 
 
 def test_statistics_and_detail_tables(result):
-    stats_table = report.statistics_table(result)
+    stats_table = tables.statistics_table(result)
     assert list(stats_table["Blocks"]) == [6] * len(CASES)
     assert set(stats_table["Verdict"]) <= {"faster", "slower", "no detectable difference"}
-    blocks = report.blocks_frame(result)
+    blocks = tables.blocks_frame(result)
     assert len(blocks) == len(CASES) * 6 * 2
     assert set(blocks["variant"]) == {"baseline", "fixed"}
-    calls = report.calls_frame(result, "interleaved")
+    calls = tables.calls_frame(result, "interleaved")
     assert len(calls) == 6 * 3 * 2
-    assert report.detail_case(result) == "interleaved"
-    floor = report.timer_floor_table(result)
+    assert tables.detail_case(result) == "interleaved"
+    floor = tables.timer_floor_table(result)
     assert list(floor["metric"]) == [
         "host_observed_us",
         "calling_thread_cpu_us",
@@ -62,30 +63,30 @@ def test_statistics_and_detail_tables(result):
 
 
 def test_validation_table_and_banner(result):
-    table = report.validation_table(result)
+    table = tables.validation_table(result)
     assert table["OK"].all()
     assert table.loc[table["Input"] == "Audio", "Baseline lookups"].item() == "2 (expected 2)"
     quiet = copy.deepcopy(result)
     quiet.metadata["busy_core"] = None  # the fixture may run on a busy machine
     quiet.metadata["busy_io"] = None  # or one still writing back
-    assert "All validations passed" in report.banner_html(quiet)
+    assert "All validations passed" in tables.banner_html(quiet)
     broken = copy.deepcopy(result)
     broken.validation[1] = {**broken.validation[1], "ok": False, "mismatch": {"lookups": 3}}
-    banner = report.banner_html(broken)
+    banner = tables.banner_html(broken)
     assert "validation failed" in banner and "#d1242f" in banner and "Audio" in banner
     interrupted = copy.deepcopy(result)
     interrupted.metadata["status"] = "interrupted"
-    assert "interrupted" in report.banner_html(interrupted)
+    assert "interrupted" in tables.banner_html(interrupted)
 
 
 def test_provenance_and_config_tables(result):
-    prov = report.provenance_table(result)
+    prov = tables.provenance_table(result)
     assert prov.loc["status", "value"] == "complete"
     assert prov.loc["synthetic checkpoint", "value"] == "True"
     assert "warmup 2, 6 blocks" in prov.loc["design", "value"]
     assert prov.loc["lm shim", "value"] == "flat"
     assert "FlatLanguageModel.embed_input_ids" in prov.loc["language model", "value"]
-    env = report.environment_table()
+    env = tables.environment_table()
     assert "torch" in env.index
 
 
@@ -124,16 +125,16 @@ def test_frequency_trace_says_when_frequency_is_not_observable(result):
 
 
 def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
-    reference = report.reference_results()
+    reference = tables.reference_results()
     assert reference["rows"][1]["reduction_pct"] == 18.23
-    runs = report.load_runs([str(small_run_dir)], include_reference=True)
-    table = report.compare_table(runs, reference)
+    runs = tables.load_runs([str(small_run_dir)], include_reference=True)
+    table = tables.compare_table(runs, reference)
     assert table.loc["Audio", "PR #7477 (NVIDIA H100 80GB): before (μs)"] == "104.32"
-    assert table.loc["Audio", "quick: before (μs)"] == report.pr_table(result)["Before (μs)"][1]
+    assert table.loc["Audio", "quick: before (μs)"] == tables.pr_table(result)["Before (μs)"][1]
     assert _axes_with_data(plots.compare_reductions(runs, reference)) == 1
-    assert list(report.runs_table(runs).index) == ["quick"]
+    assert list(tables.runs_table(runs).index) == ["quick"]
     with pytest.raises(ConfigError, match="at least 2"):
-        report.load_runs([str(small_run_dir)], include_reference=False)
+        tables.load_runs([str(small_run_dir)], include_reference=False)
 
 
 def test_html_export_is_self_contained(result, tmp_path):
@@ -146,7 +147,7 @@ def test_html_export_is_self_contained(result, tmp_path):
 
 
 def test_statistics_table_carries_the_paired_statistics(result):
-    table = report.statistics_table(result)
+    table = tables.statistics_table(result)
     for column in ("Interval", "Level", "Method", "HL estimate (pooled)", "Wilcoxon p", "MDE"):
         assert column in table.columns
     # The quick run spreads 6 blocks over 3 workers: the t interval with 2 df, at 95 %.
@@ -157,7 +158,7 @@ def test_statistics_table_carries_the_paired_statistics(result):
     for row in with_aa.summary:
         row["aa"] = {"reduction_pct": 0.1, "reduction_ci95_pct": [-1.0, 1.2], "covers_zero": True}
     with_aa.summary[1]["aa"]["covers_zero"] = False
-    table = report.statistics_table(with_aa)
+    table = tables.statistics_table(with_aa)
     assert set(table["A/A interval"]) == {"[-1.00%, 1.20%]"}
     assert list(table["A/A covers 0"]) == ["yes", "NO", "yes", "yes", "yes", "yes"]
 
@@ -167,31 +168,31 @@ def test_an_interval_below_95_percent_is_labelled_with_its_true_level(result):
     row = five.summary[1]
     row.update(ci_level=0.9375, interval_method="Hodges–Lehmann, one process", interval_units=5)
     row["hl_confidence"] = 0.9375
-    table = report.statistics_table(five)
+    table = tables.statistics_table(five)
     assert table["Level"][1] == "93.75%"
     assert table["Method"][1] == "Hodges–Lehmann over 5 blocks, one process"
     assert table["HL interval (pooled)"][1].endswith("(93.75%)")
 
 
 def test_diagnostics_table_and_notes(result):
-    table = report.diagnostics_table(result)
+    table = tables.diagnostics_table(result)
     assert list(table["Input"]) == [CASE_LABELS[c] for c in CASES]
     assert table["Within-block IQR/median"].str.startswith("baseline ").all()
     flagged = copy.deepcopy(result)
     flagged.summary[1]["notes"] = ["drift: Spearman rho 0.90 with d_b, 0.80 with baseline medians"]
-    notes = report.notes(flagged)
+    notes = tables.notes(flagged)
     assert "Audio: drift: Spearman rho 0.90 with d_b, 0.80 with baseline medians" in notes
     labels = tuple(f"{CASE_LABELS[c]}: " for c in CASES)
     assert all(note.startswith(labels) for note in notes)
 
 
 def test_the_built_in_replica_shows_no_checkout_refs_or_vllm_versions(result):
-    prov = report.provenance_table(result)  # the quick run: target reference
+    prov = tables.provenance_table(result)  # the quick run: target reference
     for field in ("baseline ref", "candidate ref", "work tree dirty"):
         assert prov.loc[field, "value"] == "n/a (built-in replica)"
     assert prov.loc["vllm / vllm-omni / transformers", "value"] == "not used (built-in replica)"
     assert "None" not in set(prov["value"])
-    config = report.config_table(RunConfig())
+    config = tables.config_table(RunConfig())
     for parameter in ("repo", "baseline_ref", "candidate_ref"):
         assert config.loc[parameter, "value"] == "n/a (built-in replica)"
 
@@ -200,25 +201,25 @@ def test_the_built_in_replica_shows_no_checkout_refs_or_vllm_versions(result):
     omni.metadata.update(baseline_ref="v1", vllm="0.9", transformers="4.5")
     omni.metadata["refs"] = {"baseline_sha": "abc", "candidate_ref": "HEAD"}
     omni.metadata["versions"]["vllm-omni"] = "0.1"
-    prov = report.provenance_table(omni)
+    prov = tables.provenance_table(omni)
     assert prov.loc["baseline ref", "value"] == "v1 (abc)"
     assert prov.loc["candidate ref", "value"] == "HEAD"
     assert prov.loc["vllm / vllm-omni / transformers", "value"] == "0.9 / 0.1 / 4.5"
-    config = report.config_table(RunConfig(target="vllm-omni", repo="/src/vllm-omni"))
+    config = tables.config_table(RunConfig(target="vllm-omni", repo="/src/vllm-omni"))
     assert config.loc["repo", "value"] == "/src/vllm-omni"
     assert config.loc["baseline_ref", "value"] == RunConfig().baseline_ref
 
 
 def test_runs_table_shows_the_start_as_iso_utc(result, small_run_dir):
-    runs = report.load_runs([str(small_run_dir)], include_reference=True)
-    started = report.runs_table(runs).loc["quick", "started"]
+    runs = tables.load_runs([str(small_run_dir)], include_reference=True)
+    started = tables.runs_table(runs).loc["quick", "started"]
     expected = datetime.fromtimestamp(result.metadata["start_time"], tz=timezone.utc)
     assert started == expected.isoformat(timespec="seconds") and started.endswith("+00:00")
 
 
 def test_timer_floor_is_shown_to_three_decimals(result):
-    floor = report.timer_floor_table(result)
+    floor = tables.timer_floor_table(result)
     for column in ("p5", "median", "p95"):
         assert all(round(v, 3) == v for v in floor[column])
-    shown = report.styled(floor).to_html()
+    shown = tables.styled(floor).to_html()
     assert not re.search(r">\d+\.\d{4,}<", shown) and re.search(r">\d+\.\d{3}<", shown)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from embedbench.errors import OutputDirError
-from embedbench.results import (
+from embedbench.report.results import (
     AA_RAW,
     RESULT_FILES,
     ResultsWriter,

@@ -13,10 +13,11 @@ import papermill as pm
 import pytest
 from helpers import QUICK_DESIGN
 
-from embedbench import load_results, report, summary
-from embedbench.hostlock import host_lock
-from embedbench.isolation import allowed_cores
-from embedbench.scenarios import CASES
+from embedbench import load_results
+from embedbench.harness.hostlock import host_lock
+from embedbench.harness.isolation import allowed_cores
+from embedbench.omni.scenarios import CASES
+from embedbench.report import summary, tables
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 SPIN = "import os, sys; os.sched_setaffinity(0, {%d}); print('ready', flush=True)\nwhile True: pass"
@@ -110,7 +111,7 @@ def test_aa_check_reports_the_noise_floor_beside_each_case(aa_run):
         assert aa["covers_zero"] == (low <= 0.0 <= high)
         assert aa["workers"] == row["workers"] == 3 and aa["ci_level"] == 0.95
         assert "noise_band_pct" not in row  # the A/A check never widens the verdict
-    assert "A/A interval" in report.statistics_table(result).columns
+    assert "A/A interval" in tables.statistics_table(result).columns
     assert "A/A covers 0" in proc.stdout
 
 
@@ -149,7 +150,7 @@ def test_an_old_dir_with_aa_records_in_micro_raw_reads_the_same(aa_run, tmp_path
     assert moved.summary == new.summary
     for row in moved.summary:
         assert row["aa"] == _aa_of(moved.aa_records, row["case"])
-    assert report.statistics_table(moved).equals(report.statistics_table(new))
+    assert tables.statistics_table(moved).equals(tables.statistics_table(new))
 
 
 SECRETS = {

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from embedbench.errors import ConfigError
-from embedbench.scenarios import (
+from embedbench.omni.scenarios import (
     CASE_LABELS,
     CASES,
     MIN_TOKENS,

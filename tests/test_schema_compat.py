@@ -16,10 +16,11 @@ from helpers import (
     original_metadata,
 )
 
-from embedbench import load_results, report
+from embedbench import load_results
 from embedbench.errors import OutputDirError
-from embedbench.results import RESULT_FILES, check_results_dir
-from embedbench.scenarios import CASES
+from embedbench.omni.scenarios import CASES
+from embedbench.report import tables
+from embedbench.report.results import RESULT_FILES, inspect_results_dir
 
 
 def _copy(src, dst):
@@ -34,7 +35,7 @@ def _edit(path, change):
 
 
 def test_a_run_dir_passes_its_schema(small_run_dir):
-    assert check_results_dir(small_run_dir) == "embedbench"
+    assert inspect_results_dir(small_run_dir).format == "embedbench"
 
 
 def test_our_files_hold_every_field_of_the_originals(small_run_dir):
@@ -58,7 +59,7 @@ def test_aa_raw_holds_aa_records_only(small_run_dir, tmp_path):
     records = json.loads((run / "micro-raw.json").read_text())
     (run / "aa-raw.json").write_text(json.dumps(records[-1:]))  # an A/B record
     with pytest.raises(OutputDirError, match=r"aa-raw.json\[0\].scope"):
-        check_results_dir(run)
+        inspect_results_dir(run)
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,7 @@ def _to_original(src, dst, *, crashed_after=None):
 
 def test_original_format_is_read_and_completed(small_run_dir, tmp_path):
     original = _to_original(small_run_dir, tmp_path / "original")
-    assert check_results_dir(original) == "original"
+    assert inspect_results_dir(original).format == "original"
     result = load_results(original)
     ours = load_results(small_run_dir)
     assert result.metadata["source_format"] == "original"
@@ -189,7 +190,7 @@ def test_a_crashed_original_run_is_read_as_partial(small_run_dir, tmp_path):
     complete = load_results(_to_original(small_run_dir, tmp_path / "complete"))
     crashed = _to_original(small_run_dir, tmp_path / "crashed", crashed_after=3)
     assert sorted(p.name for p in crashed.iterdir()) == ["micro-raw.json", "validation.json"]
-    assert check_results_dir(crashed) == "original"
+    assert inspect_results_dir(crashed).format == "original"
     result = load_results(crashed)
     meta = result.metadata
     assert result.status == "interrupted" and meta["source_format"] == "original"
@@ -202,9 +203,9 @@ def test_a_crashed_original_run_is_read_as_partial(small_run_dir, tmp_path):
         assert row == complete.summary_row(row["case"], 300)
         assert row["valid"] and row["reduction_ci95_pct"] is not None
     assert len(result.validation) == 4 and all(v["ok"] for v in result.validation)
-    table = report.pr_table(result)
+    table = tables.pr_table(result)
     assert list(table["Host latency reduction"]).count("not measured") == 3
-    assert "partial run of the original script" in report.banner_html(result)
+    assert "partial run of the original script" in tables.banner_html(result)
 
 
 def test_a_crashed_original_run_through_the_cli(small_run_dir, tmp_path):
@@ -239,7 +240,7 @@ def test_a_partial_dir_of_our_format_reads_as_before(small_run_dir, tmp_path):
     _edit(run / "summary.json", lambda rows: rows.__delitem__(slice(3, None)))
     result = load_results(run)
     assert result.status == "interrupted" and "missing_files" not in result.metadata
-    assert list(report.pr_table(result)["Host latency reduction"]).count("not measured") == 3
+    assert list(tables.pr_table(result)["Host latency reduction"]).count("not measured") == 3
     (run / "summary.json").unlink()  # our run writes every file first: one missing is damage
     with pytest.raises(OutputDirError, match=r"has no summary\.json"):
         load_results(run)
@@ -313,7 +314,7 @@ def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_pa
     _edit(old / "micro-raw.json", lambda records: [r.pop("worker", None) for r in records])
     _edit(old / "validation.json", lambda rows: [r.pop("device") for r in rows])
     result = load_results(old)
-    table = report.statistics_table(result)
+    table = tables.statistics_table(result)
     assert set(table["Method"]) == {"block bootstrap (older results)"}
     assert set(table["Level"]) == {"95%"}
 
@@ -348,8 +349,8 @@ def _with_duplicates(meta, *, top_level=True):
     meta.update(
         schema_version=2,
         target="vllm-omni",
-        started_at=report._utc_iso(meta["start_time"], timespec="auto"),
-        ended_at=report._utc_iso(meta["end_time"], timespec="auto"),
+        started_at=tables._utc_iso(meta["start_time"], timespec="auto"),
+        ended_at=tables._utc_iso(meta["end_time"], timespec="auto"),
         candidate_ref="HEAD",
         ids_dtype=meta["input_ids_dtype"],
     )
@@ -375,9 +376,9 @@ def test_old_metadata_with_duplicated_facts_renders_the_same(small_run_dir, tmp_
     )
     old = _copy(new, tmp_path / "v2")
     _edit(old / "metadata.json", lambda m: _with_duplicates(m, top_level=top_level))
-    assert check_results_dir(old) == "embedbench"
-    expected = report.provenance_table(load_results(new))
-    shown = report.provenance_table(load_results(old))
+    assert inspect_results_dir(old).format == "embedbench"
+    expected = tables.provenance_table(load_results(new))
+    shown = tables.provenance_table(load_results(old))
     assert shown.equals(expected), shown.compare(expected)
     assert expected.loc["baseline ref", "value"] == "v1 (abc)"
     assert expected.loc["candidate ref", "value"] == "HEAD (def)"

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from embedbench import stats
+from embedbench.harness import stats
 
 
 def _blocks(

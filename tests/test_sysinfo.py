@@ -8,8 +8,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from embedbench import sysinfo
-from embedbench.safetensors_header import header_entry
+from embedbench.harness import devices, sysinfo
+from embedbench.omni import checkpoint
+from embedbench.omni.safetensors_header import header_entry
 
 KEY = "thinker.model.embed_tokens.weight"
 SHARD = "model-00001-of-00001.safetensors"
@@ -28,7 +29,7 @@ def _checkpoint(root: Path, rows: int = 16, hidden: int = 4) -> Path:
         str(root / SHARD),
     )
     index = {"metadata": {}, "weight_map": {KEY: SHARD, "other": SHARD}}
-    (root / sysinfo.INDEX_NAME).write_text(json.dumps(index))
+    (root / checkpoint.INDEX_NAME).write_text(json.dumps(index))
     return root
 
 
@@ -43,8 +44,7 @@ def test_provenance_records_allowed_environment_and_no_secret(tmp_path, monkeypa
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.setenv("PYTORCH_SECRET_THING", "FAKEpytorchSECRET")
-    model = _checkpoint(tmp_path / "ckpt")
-    text = json.dumps(sysinfo.provenance(0, "cpu", model, SHARD, KEY))
+    text = json.dumps(sysinfo.provenance(0, devices.describe(torch.device("cpu"))))
     for name, value in SECRETS.items():
         assert value not in text
         assert name not in text
@@ -53,55 +53,60 @@ def test_provenance_records_allowed_environment_and_no_secret(tmp_path, monkeypa
     assert record["environment"]["OMP_NUM_THREADS"] == "3"
 
 
-def test_provenance_has_the_machine_software_and_checkpoint_facts(tmp_path):
-    model = _checkpoint(tmp_path / "ckpt")
-    record = sysinfo.provenance(0, torch.device("cpu"), model, SHARD, KEY)
-    expected = {"cpu", "load_average", "python", "versions", "device", "checkpoint"}
-    assert set(record) >= expected | {"environment"}
+def test_provenance_has_the_machine_and_software_facts():
+    record = sysinfo.provenance(0, devices.describe(torch.device("cpu")))
+    expected = {"cpu", "load_average", "python", "versions", "device", "environment"}
+    assert set(record) >= expected
+    assert "checkpoint" not in record  # the harness knows no model: the runner adds it
     cpu = record["cpu"]
     assert cpu["core"] == 0
     assert cpu["frequency_source"] in ("sysfs", "/proc/cpuinfo", "unavailable")
     assert set(cpu) >= {"model", "governor", "scaling_driver", "boost"}
     assert record["versions"]["torch"] == torch.__version__
     assert record["device"]["type"] == "cpu" and record["device"]["gpu"] is None
-    ckpt = record["checkpoint"]
+    json.dumps(record, allow_nan=False)
+
+
+def test_checkpoint_fingerprint_describes_the_checkpoint(tmp_path):
+    model = _checkpoint(tmp_path / "ckpt")
+    ckpt = checkpoint.fingerprint(model, SHARD, KEY)
     assert ckpt["path"] == str(model) and ckpt["error"] is None
     assert ckpt["total_bytes"] == sum(p.stat().st_size for p in model.iterdir())
     assert ckpt["embedding_header"]["shape"] == [16, 4]
     assert ckpt["embedding_header"]["dtype"] == "BF16"
-    json.dumps(record, allow_nan=False)
+    json.dumps(ckpt, allow_nan=False)
 
 
 def test_fingerprint_reads_only_the_header_and_follows_the_embedding_entry(tmp_path):
     a = _checkpoint(tmp_path / "a")
-    first = sysinfo.checkpoint_fingerprint(a, SHARD, KEY)
+    first = checkpoint.fingerprint(a, SHARD, KEY)
     assert len(first["fingerprint"]) == 64
 
     # Data region cut off: the header alone gives the same fingerprint.
     _truncate_to_header(a / SHARD)
-    cut = sysinfo.checkpoint_fingerprint(a, SHARD, KEY)
+    cut = checkpoint.fingerprint(a, SHARD, KEY)
     assert cut["error"] is None and cut["fingerprint"] == first["fingerprint"]
 
     # A different embedding shape changes the header entry and the fingerprint.
     b = _checkpoint(tmp_path / "b", rows=17)
-    assert sysinfo.checkpoint_fingerprint(b, SHARD, KEY)["fingerprint"] != first["fingerprint"]
+    assert checkpoint.fingerprint(b, SHARD, KEY)["fingerprint"] != first["fingerprint"]
 
     # A different index changes it too.
     c = _checkpoint(tmp_path / "c")
-    index = json.loads((c / sysinfo.INDEX_NAME).read_text())
+    index = json.loads((c / checkpoint.INDEX_NAME).read_text())
     index["metadata"] = {"total_size": 1}
-    (c / sysinfo.INDEX_NAME).write_text(json.dumps(index))
-    assert sysinfo.checkpoint_fingerprint(c, SHARD, KEY)["fingerprint"] != first["fingerprint"]
+    (c / checkpoint.INDEX_NAME).write_text(json.dumps(index))
+    assert checkpoint.fingerprint(c, SHARD, KEY)["fingerprint"] != first["fingerprint"]
 
 
 def test_fingerprint_reports_what_it_cannot_read(tmp_path):
     a = _checkpoint(tmp_path / "a")
-    missing_key = sysinfo.checkpoint_fingerprint(a, SHARD, "no.such.tensor")
+    missing_key = checkpoint.fingerprint(a, SHARD, "no.such.tensor")
     assert missing_key["fingerprint"] is None and "no tensor" in missing_key["error"]
     (a / SHARD).write_bytes(b"\x01\x02")
-    short = sysinfo.checkpoint_fingerprint(a, SHARD, KEY)
+    short = checkpoint.fingerprint(a, SHARD, KEY)
     assert short["fingerprint"] is None and short["error"]
-    gone = sysinfo.checkpoint_fingerprint(tmp_path / "nothing", SHARD, KEY)
+    gone = checkpoint.fingerprint(tmp_path / "nothing", SHARD, KEY)
     assert gone["fingerprint"] is None and gone["total_bytes"] == 0
 
 

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from helpers import TOKEN_IDS, seeded_table
 
-from embedbench.scenarios import CASES, Scenario, build_scenario, call_variant
-from embedbench.targets import Target
-from embedbench.targets.reference import build_reference_target, tag_modality
-from embedbench.validation import (
+from embedbench.omni.scenarios import CASES, Scenario, build_scenario, call_variant
+from embedbench.omni.targets import Target
+from embedbench.omni.targets.reference import build_reference_target, tag_modality
+from embedbench.omni.validation import (
     EXPECTED_LOOKUPS,
     LookupCounter,
     ValidationResult,

@@ -35,13 +35,13 @@ import torch.nn.functional as F
 from helpers import QUICK, commit_all, git
 from torch import nn
 
-from embedbench import checkpoint
 from embedbench.cli import main
 from embedbench.config import LM_SHIMS
 from embedbench.errors import EmbedbenchError
-from embedbench.scenarios import CASES
-from embedbench.targets.reference import FlatLanguageModel
-from embedbench.targets.vllm_omni import (
+from embedbench.omni import checkpoint
+from embedbench.omni.scenarios import CASES
+from embedbench.omni.targets.reference import FlatLanguageModel
+from embedbench.omni.targets.vllm_omni import (
     THINKER_CLASS,
     THINKER_PATH,
     VllmOmniImportError,
@@ -234,9 +234,12 @@ def test_real_thinker_baseline_from_git_candidate_from_checkout(
     assert info["code_filenames"]["baseline"].startswith(f"<git {omni_repo['first']}:")
     assert info["modality_tag"] == "vllm.multimodal.utils.set_mm_embedding_modality"
     # The default shim: the PR script's flat language model around vLLM's own embedding.
-    assert meta["lm_shim"] == "flat" == meta["config"]["lm_shim"] == info["lm_shim"]
+    assert meta["lm_shim"] == "flat" == meta["config"]["lm_shim"]
+    # Each fact once: refs, work-tree state, versions and shim live at top level only.
+    assert not {"refs", "dirty", "versions", "lm_shim", "candidate_ref", "device"} & set(info)
+    assert "vllm_omni_module" in meta["versions"]  # the target's own, hoisted
     assert info["embedding_class"] == VOCAB_EMBEDDING
-    assert info["language_model_class"] == "embedbench.targets.reference.FlatLanguageModel"
+    assert info["language_model_class"] == "embedbench.omni.targets.reference.FlatLanguageModel"
     assert info["language_model"] == (
         "FlatLanguageModel.embed_input_ids -> VocabParallelEmbedding (TP=1)"
     )
@@ -285,7 +288,7 @@ def test_real_thinker_candidate_from_a_git_ref(omni_python, omni_repo, small_che
     assert refs["candidate_ref"] == "HEAD" and refs["candidate_sha"] == omni_repo["second"]
     # The served chain: vLLM's own Qwen2ForCausalLM -> Qwen2Model -> VocabParallelEmbedding.
     info = meta["target_info"]
-    assert meta["lm_shim"] == "production" == meta["config"]["lm_shim"] == info["lm_shim"]
+    assert meta["lm_shim"] == "production" == meta["config"]["lm_shim"]
     assert info["language_model_class"] == f"{QWEN2}.Qwen2ForCausalLM"
     assert info["embedding_class"] == VOCAB_EMBEDDING
     assert info["language_model"] == (
@@ -376,7 +379,7 @@ def test_a_reused_kernel_refuses_to_measure_the_old_thinker_after_a_checkout(
     fresh = first["code_fresh"]
     for checked in (fresh["checked_modules"], fresh["parent"]["checked_modules"]):
         assert "embedbench.measure" in checked
-    for module in (thinker, "vllm.model_executor.models.interfaces", "embedbench.gitsource"):
+    for module in (thinker, "vllm.model_executor.models.interfaces", "embedbench.omni.gitsource"):
         assert module in fresh["checked_modules"], fresh
     assert 0 <= fresh["seconds"] < 0.5 and fresh["functions_compared"] > 100, fresh
 

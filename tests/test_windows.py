@@ -11,8 +11,8 @@ from embedbench import load_results
 from embedbench.cli import main
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError
-from embedbench.plots import compare_reductions
-from embedbench.report import (
+from embedbench.report.plots import compare_reductions
+from embedbench.report.tables import (
     MixedWindowsError,
     compare_table,
     compared_windows,

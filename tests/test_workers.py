@@ -14,10 +14,10 @@ import pytest
 from embedbench import load_results
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError
-from embedbench.interrupts import StopFlag
+from embedbench.harness.interrupts import StopFlag
 from embedbench.measure import Share
+from embedbench.omni.scenarios import CASES
 from embedbench.runner import WorkerError, _Collector, _run_worker, prepare
-from embedbench.scenarios import CASES
 
 
 def test_every_record_and_worker_is_described(small_run_dir):
@@ -127,9 +127,9 @@ def test_workers_that_measured_different_code_are_not_mixed(small_checkpoint, tm
         model=str(small_checkpoint), blocks=4, processes=2, lengths=300, output_dir=tmp_path / "o"
     )
     prepared = prepare(config, log=lambda _m: None)
-    from embedbench.hostlock import HostLock
-    from embedbench.ioguard import read_io
-    from embedbench.isolation import check_contention
+    from embedbench.harness.hostlock import HostLock
+    from embedbench.harness.ioguard import read_io
+    from embedbench.harness.isolation import check_contention
 
     guards = (check_contention(0, allow_busy=True), read_io(allow_busy=True))
     collector = _Collector(

@@ -33,13 +33,13 @@ from unittest import mock
 import torch
 from calltrace import method_names, python_calls
 
-from embedbench import checkpoint
 from embedbench.config import LM_SHIMS, WORKTREE
-from embedbench.scenarios import CASES, Scenario, build_scenario, call_variant
-from embedbench.targets import VARIANTS, Target, lookup_chain
-from embedbench.targets.reference import build_reference_target
-from embedbench.targets.vllm_omni import build_vllm_omni_target
-from embedbench.validation import count_lookups
+from embedbench.omni import checkpoint
+from embedbench.omni.scenarios import CASES, Scenario, build_scenario, call_variant
+from embedbench.omni.targets import VARIANTS, Target, lookup_chain
+from embedbench.omni.targets.reference import build_reference_target
+from embedbench.omni.targets.vllm_omni import build_vllm_omni_target
+from embedbench.omni.validation import count_lookups
 
 EMPTY = "empty-list"
 # A case whose first embedding tensor lacks its last row: both targets must raise alike.
@@ -146,7 +146,6 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         repo=args.repo,
         baseline_ref=args.baseline_ref,
         candidate_ref=args.candidate_ref,
-        device="cpu",
         lm_shim=args.lm_shim,
     )
     replica = build_reference_target(table, facts, args.lm_shim)

@@ -28,8 +28,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from embedbench import cli, isolation, measure, run
-from embedbench.interrupts import stop_requests
+from embedbench import cli, measure, run
+from embedbench.harness import isolation
+from embedbench.harness.interrupts import stop_requests
 
 
 def _error(call: Any) -> dict[str, Any]:

@@ -10,12 +10,12 @@ frequency read around it. ``block_table`` builds that view once from raw records
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from embedbench.cases import VARIANTS
-from embedbench.timing import METRIC_ORDER
+from embedbench.harness.timing import METRIC_ORDER
 
 HOST = METRIC_ORDER[0]
 
@@ -49,33 +49,27 @@ class BlockTable:
         return len(self.blocks)
 
 
-def block_table(
-    records: Iterable[Any],
-    *,
-    metric_order: Sequence[str] = METRIC_ORDER,
-    variants: Sequence[str] = VARIANTS,
-) -> BlockTable:
+def block_table(records: Iterable[Any]) -> BlockTable:
     """The table of one case's records; every block needs one record of each variant."""
     by_block: dict[int, dict[str, Any]] = {}
     for record in records:
         by_block.setdefault(int(_field(record, "block")), {})[_field(record, "variant")] = record
     blocks = sorted(by_block)
-    missing = [b for b in blocks if set(by_block[b]) != set(variants)]
+    missing = [b for b in blocks if set(by_block[b]) != set(VARIANTS)]
     if not blocks or missing:
         raise ValueError(
-            f"every block needs one record of each of {', '.join(variants)}: blocks {missing}"
+            f"every block needs one record of each of {', '.join(VARIANTS)}: blocks {missing}"
         )
     pairs = [by_block[b] for b in blocks]
-    order = tuple(metric_order)
     samples = {
         (variant, name): tuple(
             tuple(float(s[column]) for s in _field(pair[variant], "samples_us")) for pair in pairs
         )
-        for variant in variants
-        for column, name in enumerate(order)
+        for variant in VARIANTS
+        for column, name in enumerate(METRIC_ORDER)
     }
     faults: dict[str, tuple[float, ...]] = {}
-    for variant in variants:
+    for variant in VARIANTS:
         recorded = [
             _field(p[variant], "minor_faults") / _field(p[variant], "iterations")
             for p in pairs
@@ -88,13 +82,13 @@ def block_table(
             _field(min(p.values(), key=lambda r: int(_field(r, "position", 0))), "variant")
             for p in pairs
         ),
-        workers=tuple(int(_field(p[variants[0]], "worker", 0) or 0) for p in pairs),
+        workers=tuple(int(_field(p[VARIANTS[0]], "worker", 0) or 0) for p in pairs),
         mhz=tuple(
             tuple(_field(r, key) for r in p.values() for key in ("cpu_mhz_start", "cpu_mhz_end"))
             for p in pairs
         ),
         samples=samples,
         faults_per_call=faults,
-        iterations=len(_field(pairs[0][variants[0]], "samples_us")),
-        metric_order=order,
+        iterations=len(_field(pairs[0][VARIANTS[0]], "samples_us")),
+        metric_order=METRIC_ORDER,
     )

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from embedbench import plots, report
-from embedbench.results import RunResult, write_text_atomic
+from embedbench.report import plots, tables
+from embedbench.report.results import RunResult, write_text_atomic
 
 FIGURE_DPI = 90
 STYLE = """
@@ -46,20 +46,20 @@ def _table(frame: pd.DataFrame, index: bool = False) -> str:
 
 def render_html(result: RunResult) -> str:
     """The whole report of ``result`` as one HTML page."""
-    pr = report.pr_table(result)
+    pr = tables.pr_table(result)
     parts = [
         f"<h1>embedbench report: {html.escape(str(result.directory))}</h1>",
-        report.banner_html(result),
+        tables.banner_html(result),
         "<h2>Before/after (PR #7477 format)</h2>",
         _table(pr),
         "<p>Markdown, ready to paste:</p>",
-        f"<pre>{html.escape(report.to_pr_markdown(pr))}</pre>",
+        f"<pre>{html.escape(tables.to_pr_markdown(pr))}</pre>",
         "<h2>Interval and verdict</h2>",
-        _table(report.statistics_table(result)),
+        _table(tables.statistics_table(result)),
         _img(plots.reduction_forest(result)),
         "<h2>Diagnostics</h2>",
-        _table(report.diagnostics_table(result)),
-        "<pre>" + html.escape("\n".join(report.notes(result)) or "nothing stood out") + "</pre>",
+        _table(tables.diagnostics_table(result)),
+        "<pre>" + html.escape("\n".join(tables.notes(result)) or "nothing stood out") + "</pre>",
         "<h2>Per-block distributions</h2>",
         _img(plots.block_distributions(result)),
         "<h2>Per-call distribution</h2>",
@@ -67,11 +67,11 @@ def render_html(result: RunResult) -> str:
         "<h2>CPU frequency</h2>",
         _img(plots.frequency_trace(result)),
         "<h2>Timer floor (empty call, μs)</h2>",
-        _table(report.timer_floor_table(result)),
+        _table(tables.timer_floor_table(result)),
         "<h2>Validation</h2>",
-        _table(report.validation_table(result)),
+        _table(tables.validation_table(result)),
         "<h2>Provenance</h2>",
-        _table(report.provenance_table(result), index=True),
+        _table(tables.provenance_table(result), index=True),
     ]
     body = "\n".join(parts)
     return (

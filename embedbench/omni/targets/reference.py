@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from embedbench.config import LM_SHIMS
-from embedbench.targets import Target, lm_metadata
+from embedbench.omni.targets import Target, lm_metadata
 
 REPLICA_OF = (
     "vllm-omni 0.28.0 (baseline) / 0.30.0 (fixed) "

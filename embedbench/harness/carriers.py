@@ -64,17 +64,24 @@ def hash_work(nbytes: int) -> Call:
     return call
 
 
-def bytes_for_us(target_us: float, *, probe_bytes: int = 1 << 20, repeats: int = 15) -> int:
+# How bytes_for_us probes the hashing rate, and how difference_us calibrates.
+PROBE_BYTES = 1 << 20
+PROBE_REPEATS = 15
+CALIBRATION_ROUNDS = 9
+CALIBRATION_PAIRS = 21
+
+
+def bytes_for_us(target_us: float) -> int:
     """How many bytes ``hash_work`` hashes in about ``target_us`` on this core (median rate)."""
-    probe = hash_work(probe_bytes)
+    probe = hash_work(PROBE_BYTES)
     probe()
     clock = time.perf_counter_ns
     times = []
-    for _ in range(repeats):
+    for _ in range(PROBE_REPEATS):
         start = clock()
         probe()
         times.append(clock() - start)
-    ns_per_byte = statistics.median(times) / probe_bytes
+    ns_per_byte = statistics.median(times) / PROBE_BYTES
     return max(1, round(target_us * 1000.0 / ns_per_byte))
 
 
@@ -107,19 +114,19 @@ class Calibration:
     spread_us: float
 
 
-def difference_us(slow: Call, fast: Call, *, rounds: int = 9, pairs: int = 21) -> Calibration:
+def difference_us(slow: Call, fast: Call) -> Calibration:
     """Median time of ``slow`` minus that of ``fast``, from alternating single calls.
 
-    ``rounds`` rounds of ``pairs`` alternating calls each; the difference of the
-    per-round medians, then the median over rounds. ``spread_us`` is a standard error
-    of that median from the rounds' spread (1.4826 · MAD / √rounds · 1.25).
+    ``CALIBRATION_ROUNDS`` rounds of ``CALIBRATION_PAIRS`` alternating calls each; the
+    difference of the per-round medians, then the median over rounds. ``spread_us`` is a
+    standard error of that median from the rounds' spread (1.4826 · MAD / √rounds · 1.25).
     """
     clock = time.perf_counter_ns
     slow(), fast()
     per_round = []
-    for _ in range(rounds):
+    for _ in range(CALIBRATION_ROUNDS):
         times: dict[int, list[int]] = {0: [], 1: []}
-        for i in range(2 * pairs):
+        for i in range(2 * CALIBRATION_PAIRS):
             side = i % 2
             fn = slow if side == 0 else fast
             start = clock()
@@ -128,7 +135,7 @@ def difference_us(slow: Call, fast: Call, *, rounds: int = 9, pairs: int = 21) -
         per_round.append((statistics.median(times[0]) - statistics.median(times[1])) / 1e3)
     centre = statistics.median(per_round)
     mad = statistics.median(abs(x - centre) for x in per_round)
-    return Calibration(centre, per_round, 1.25 * 1.4826 * mad / rounds**0.5)
+    return Calibration(centre, per_round, 1.25 * 1.4826 * mad / CALIBRATION_ROUNDS**0.5)
 
 
 @dataclass

@@ -15,6 +15,7 @@ kernel is still writing a gigabyte back (see ``ioguard``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -30,10 +31,11 @@ import torch
 from safetensors.torch import save_file
 
 from embedbench.errors import CheckpointError, ConfigError, one_line
-from embedbench.safetensors_header import read_header
+from embedbench.omni.safetensors_header import header_entry, read_header
 
 EMBEDDING_KEY = "thinker.model.embed_tokens.weight"
 INDEX_NAME = "model.safetensors.index.json"
+FINGERPRINT_VERSION = "embedbench-fingerprint-v1"
 SINGLE_FILE_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
 QWEN25_OMNI_7B_VOCAB = 152064
@@ -557,3 +559,61 @@ def is_synthetic(model_dir: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(config, dict) and isinstance(config.get(SYNTHETIC_MARKER), dict)
+
+
+# --- provenance ---
+
+
+def _tree_size(root: Path) -> tuple[int, int]:
+    total = files = 0
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            try:
+                total += (Path(folder) / name).stat().st_size
+                files += 1
+            except OSError:
+                continue
+    return total, files
+
+
+def fingerprint(model_dir: str | Path, shard: str | Path, key: str) -> dict[str, Any]:
+    """Path, total size and a cheap fingerprint of a checkpoint (no tensor data is read).
+
+    ``fingerprint`` = sha256 over a version tag, the sha256 of the index file's
+    bytes (``none`` without an index), the shard's name, ``key`` and its
+    safetensors header entry (dtype, shape, data offsets) as canonical JSON.
+    What cannot be read is reported under ``error`` instead of a made-up value.
+    """
+    root = Path(model_dir).expanduser()
+    shard_path = root / shard
+    out: dict[str, Any] = {"path": str(root), "shard": shard_path.name, "key": key}
+    total, files = _tree_size(root)
+    out.update(total_bytes=total, files=files)
+    try:
+        index = root / INDEX_NAME
+        index_sha = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
+        entry = header_entry(shard_path, key)
+    except (OSError, ValueError) as exc:
+        return {
+            **out,
+            "index_sha256": None,
+            "embedding_header": None,
+            "fingerprint": None,
+            "error": " ".join(str(exc).split()),
+        }
+    digest = hashlib.sha256()
+    for part in (
+        FINGERPRINT_VERSION,
+        index_sha or "none",
+        shard_path.name,
+        key,
+        json.dumps(entry, sort_keys=True, separators=(",", ":")),
+    ):
+        digest.update(part.encode() + b"\n")
+    return {
+        **out,
+        "index_sha256": index_sha,
+        "embedding_header": entry,
+        "fingerprint": digest.hexdigest(),
+        "error": None,
+    }

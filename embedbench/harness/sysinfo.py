@@ -3,28 +3,20 @@
 Nothing here invents a number: a value that cannot be read is ``None`` and the
 source says ``"unavailable"``. ``provenance()`` gathers everything a result
 needs to be traced back: CPU model, governor, scaling driver, turbo state,
-frequency source, load, versions, device, checkpoint fingerprint and the
-allow-listed environment (never a secret).
+frequency source, load, versions, device and the allow-listed environment (never a secret).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import json
 import os
 import platform
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # torch is imported where it is used: the report side runs without it
-    import torch
-
-from embedbench.safetensors_header import header_entry
+from typing import Any
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 PROC_CPUINFO = Path("/proc/cpuinfo")
@@ -99,9 +91,10 @@ def package_version(name: str) -> str | None:
 
 def versions() -> dict[str, str | None]:
     """Versions that matter to the numbers."""
-    try:
-        import torch
-    except ImportError:  # the report side, re-rendering on a machine without torch
+    # torch's own answer where the run side has imported it; the report side never
+    # imports torch (a laptop re-rendering may not have it) and reads the package data.
+    torch = sys.modules.get("torch")
+    if torch is None:
         torch_version, cuda = package_version("torch"), None
     else:
         torch_version, cuda = torch.__version__, torch.version.cuda
@@ -118,24 +111,14 @@ def versions() -> dict[str, str | None]:
     }
 
 
-def allowed_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def allowed_environment() -> dict[str, str]:
     """Environment variables from the allow-list, minus anything that looks secret."""
-    env = os.environ if environ is None else environ
     return {
         name: value
-        for name, value in sorted(env.items())
+        for name, value in sorted(os.environ.items())
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in ENV_ALLOW)
         and not ENV_DENY.search(name)
     }
-
-
-def device_name(device: torch.device) -> str:
-    """A human name for the device that runs the lookups."""
-    if device.type == "cuda":
-        import torch
-
-        return torch.cuda.get_device_name(device)
-    return cpu_model() or "cpu"
 
 
 def host_facts() -> dict[str, object]:
@@ -150,8 +133,6 @@ def host_facts() -> dict[str, object]:
 
 # --- provenance -----------------------------------------------------------------------------
 
-FINGERPRINT_VERSION = "embedbench-fingerprint-v1"
-INDEX_NAME = "model.safetensors.index.json"
 # The safetensors format caps its JSON header at 100 MB.
 
 
@@ -208,113 +189,14 @@ def load_average() -> list[float] | None:
         return None
 
 
-def _tree_size(root: Path) -> tuple[int, int]:
-    total = files = 0
-    for folder, _dirs, names in os.walk(root):
-        for name in names:
-            try:
-                total += (Path(folder) / name).stat().st_size
-                files += 1
-            except OSError:
-                continue
-    return total, files
+def provenance(cpu_core: int, device: dict[str, Any]) -> dict[str, Any]:
+    """Everything needed to trace a number back to its machine and software.
 
-
-def checkpoint_fingerprint(model_dir: str | Path, shard: str | Path, key: str) -> dict[str, Any]:
-    """Path, total size and a cheap fingerprint of a checkpoint (no tensor data is read).
-
-    ``fingerprint`` = sha256 over a version tag, the sha256 of the index file's
-    bytes (``none`` without an index), the shard's name, ``key`` and its
-    safetensors header entry (dtype, shape, data offsets) as canonical JSON.
-    What cannot be read is reported under ``error`` instead of a made-up value.
+    ``device`` is :func:`embedbench.harness.devices.describe`'s (torch lives there). The
+    checkpoint's fingerprint is the caller's to add
+    (:func:`embedbench.omni.checkpoint.fingerprint`): the harness knows no model.
     """
-    root = Path(model_dir).expanduser()
-    shard_path = root / shard
-    out: dict[str, Any] = {"path": str(root), "shard": shard_path.name, "key": key}
-    total, files = _tree_size(root)
-    out.update(total_bytes=total, files=files)
-    try:
-        index = root / INDEX_NAME
-        index_sha = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
-        entry = header_entry(shard_path, key)
-    except (OSError, ValueError) as exc:
-        return {
-            **out,
-            "index_sha256": None,
-            "embedding_header": None,
-            "fingerprint": None,
-            "error": " ".join(str(exc).split()),
-        }
-    digest = hashlib.sha256()
-    for part in (
-        FINGERPRINT_VERSION,
-        index_sha or "none",
-        shard_path.name,
-        key,
-        json.dumps(entry, sort_keys=True, separators=(",", ":")),
-    ):
-        digest.update(part.encode() + b"\n")
-    return {
-        **out,
-        "index_sha256": index_sha,
-        "embedding_header": entry,
-        "fingerprint": digest.hexdigest(),
-        "error": None,
-    }
-
-
-HUGE_PAGE_BYTES = 2 * 2**20
-
-
-def _smaps_huge_kb(address: int, smaps: Path = Path("/proc/self/smaps")) -> int | None:
-    """AnonHugePages (kB) of the mapping that holds ``address``, or None if unreadable."""
-    inside = False
-    try:
-        with smaps.open() as handle:
-            for line in handle:
-                head = line.split(maxsplit=1)[0]
-                if "-" in head and not head.endswith(":"):
-                    low, _, high = head.partition("-")
-                    inside = int(low, 16) <= address < int(high, 16)
-                elif inside and head == "AnonHugePages:":
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def memory_placement(table: torch.Tensor) -> dict[str, Any]:
-    """Where a CPU tensor landed: its address modulo 2 MiB and the transparent huge pages
-    backing its mapping (None for device memory or when /proc cannot tell)."""
-    if table.device.type != "cpu":
-        return {"address_mod_2mib": None, "anon_huge_kb": None}
-    address = table.data_ptr()
-    return {"address_mod_2mib": address % HUGE_PAGE_BYTES, "anon_huge_kb": _smaps_huge_kb(address)}
-
-
-def gpu_facts(device: str | torch.device) -> dict[str, Any] | None:
-    """Name and compute capability of a CUDA device, or None for other devices."""
-    import torch
-
-    dev = torch.device(device)
-    if dev.type != "cuda" or not torch.cuda.is_available():
-        return None
-    major, minor = torch.cuda.get_device_capability(dev)
-    return {"name": torch.cuda.get_device_name(dev), "capability": f"{major}.{minor}"}
-
-
-def provenance(
-    cpu_core: int,
-    device: str | torch.device,
-    model_dir: str | Path,
-    shard: str | Path,
-    key: str,
-) -> dict[str, Any]:
-    """Everything needed to trace a number back to its machine, software and checkpoint."""
-    import torch
-
     source, read_mhz = cpu_frequency_reader(cpu_core)
-    dev = torch.device(device)
     try:
         affinity: list[int] | None = sorted(os.sched_getaffinity(0))
     except (OSError, AttributeError):
@@ -338,7 +220,6 @@ def provenance(
             "executable": sys.executable,
         },
         "versions": versions(),
-        "device": {"type": dev.type, "name": device_name(dev), "gpu": gpu_facts(dev)},
-        "checkpoint": checkpoint_fingerprint(model_dir, shard, key),
+        "device": device,
         "environment": allowed_environment(),
     }

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from embedbench.allocator import steady_allocator
 from embedbench.errors import ConfigError, ContentionError
-from embedbench.ioguard import guard_window_s
+from embedbench.harness.allocator import steady_allocator
+from embedbench.harness.ioguard import guard_window_s
 
 PROC_STAT = Path("/proc/stat")
 CONTENTION_THRESHOLD = 0.5

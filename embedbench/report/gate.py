@@ -21,9 +21,9 @@ import pandas as pd
 
 from embedbench.config import parse_max_slowdown
 from embedbench.errors import one_line
-from embedbench.report import NOT_MEASURED, input_label, level_text, ordered_rows
-from embedbench.results import RunResult
-from embedbench.stats import INVALID, labelled_level
+from embedbench.harness.stats import INVALID, labelled_level
+from embedbench.report.results import RunResult
+from embedbench.report.tables import NOT_MEASURED, input_label, level_text, ordered_rows
 
 PREFIX = "gate:"
 UNCERTIFIED = "cannot be certified"

@@ -14,13 +14,13 @@ vLLM's ``VocabParallelEmbedding``; ``production`` is the served chain, the real
 ``VocabParallelEmbedding``, with both models built without ``__init__``. Either way
 the embedding's weight is the loaded table itself, never a copy.
 The two variants are the method at ``baseline_ref`` (compiled by
-:mod:`embedbench.gitsource` against the live class) and at ``candidate_ref``
+:mod:`embedbench.omni.gitsource` against the live class) and at ``candidate_ref``
 (``WORKTREE``: the live method), both bound to that instance.
 
 vLLM is imported only inside :func:`build_vllm_omni_target`, never when embedbench
 itself is imported; :func:`check_vllm_omni_source` checks the repository and refs
 without importing it. :func:`loaded_modules` names the thinker's modules a process has
-already imported, for the freshness check before a run (:mod:`embedbench.freshness`).
+already imported, for the freshness check before a run (:mod:`embedbench.harness.freshness`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from embedbench import freshness, gitsource
-from embedbench.checkpoint import ThinkerFacts
 from embedbench.config import LM_SHIMS, WORKTREE
 from embedbench.errors import EmbedbenchError, GitSourceError
-from embedbench.sysinfo import package_version
-from embedbench.targets import Target, lm_metadata
-from embedbench.targets.reference import FlatLanguageModel, tag_modality
+from embedbench.harness import freshness
+from embedbench.harness.sysinfo import package_version
+from embedbench.omni import gitsource
+from embedbench.omni.checkpoint import ThinkerFacts
+from embedbench.omni.targets import Target, lm_metadata
+from embedbench.omni.targets.reference import FlatLanguageModel, tag_modality
 
 PACKAGE = "vllm_omni"
 THINKER_MODULE = "vllm_omni.model_executor.models.qwen2_5_omni.qwen2_5_omni_thinker"
@@ -51,7 +52,7 @@ THINKER_CLASS = "Qwen2_5OmniThinkerForConditionalGeneration"
 METHOD = "embed_input_ids"
 MEASURED = f"{THINKER_CLASS}.{METHOD}"
 # embedbench's modules that build this target (checked for freshness with the thinker's).
-OWN_MODULES = (__name__, gitsource.__name__, "embedbench.targets.reference")
+OWN_MODULES = (__name__, gitsource.__name__, "embedbench.omni.targets.reference")
 INSTALL_HINT = (
     "install vLLM-Omni with its dependencies (pip install vllm-omni, which needs vLLM), "
     "or on a CPU-only machine build a venv with scripts/vllm-omni-cpu-env.sh and run "
@@ -318,7 +319,6 @@ def build_vllm_omni_target(
     repo: str | Path | None,
     baseline_ref: str,
     candidate_ref: str = WORKTREE,
-    device: torch.device | str = "cpu",
     lm_shim: str = "flat",
 ) -> Target:
     """The ``vllm-omni`` target: the real class's method at two revisions around ``table``,
@@ -348,7 +348,6 @@ def build_vllm_omni_target(
             "candidate_sha": candidate.sha if candidate_ref != WORKTREE else head,
             "checked_out_commit": head,
         },
-        "candidate_ref": candidate_ref,
         "dirty": dirty,
         "code_filenames": {"baseline": baseline.filename, "fixed": candidate.filename},
         "versions": {
@@ -359,7 +358,6 @@ def build_vllm_omni_target(
         },
         "modality_tag": tag_source,
         **lm_metadata(lm_shim, language_model),
-        "device": str(torch.device(device)),
     }
     return Target(
         name="vllm-omni",

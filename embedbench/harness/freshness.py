@@ -429,12 +429,12 @@ def _local_imports(code: types.CodeType, package: str | None) -> list[tuple[str,
 
 
 def dependency_modules(
-    classes: Iterable[type], functions: Iterable[Callable[..., Any]], *, depth: int = DEPTH
+    classes: Iterable[type], functions: Iterable[Callable[..., Any]]
 ) -> list[str]:
     """The checkable modules that code of ``functions`` on instances of ``classes`` runs.
 
     The modules of every class in the classes' MROs; then, from each function (at most
-    ``depth`` calls deep), its own module, the modules of the classes and functions its
+    ``DEPTH`` calls deep), its own module, the modules of the classes and functions its
     global names refer to or its own ``import`` statements import, and of the methods
     its attribute names resolve to on those MROs.
     """
@@ -458,7 +458,7 @@ def dependency_modules(
             continue
         seen.add(id(code))
         found[function.__module__] = None
-        if level >= depth:
+        if level >= DEPTH:
             continue
         namespace = function.__globals__
         for name in sorted(_names(code)):

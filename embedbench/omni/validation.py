@@ -16,8 +16,8 @@ import torch
 # EXPECTED_LOOKUPS (SPEC §2) lives in the torch-free embedbench.cases; importable from here.
 from embedbench.cases import EXPECTED_LOOKUPS as EXPECTED_LOOKUPS
 from embedbench.cases import VARIANTS
-from embedbench.scenarios import Scenario, call_variant
-from embedbench.targets import Target
+from embedbench.omni.scenarios import Scenario, call_variant
+from embedbench.omni.targets import Target
 
 _ATTRIBUTE = "embed_input_ids"
 

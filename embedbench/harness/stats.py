@@ -469,7 +469,6 @@ def paired_statistics(
     fixed_medians: Sequence[float],
     *,
     confidence: float = CONFIDENCE,
-    alpha: float = ALPHA,
 ) -> PairedStats:
     """Log-ratios, Hodges–Lehmann estimate and interval, and Wilcoxon p from block medians."""
     d = log_ratios(baseline_medians, fixed_medians)
@@ -485,7 +484,7 @@ def paired_statistics(
         hl_ci95_pct=(log_to_reduction_pct(high_log), log_to_reduction_pct(low_log)),
         wilcoxon_p=p,
         wilcoxon_method=method,
-        significance_reachable=significance_reachable(d.size, alpha),
+        significance_reachable=significance_reachable(d.size, ALPHA),
         min_achievable_p=min_achievable_p(d.size),
     )
 
@@ -613,7 +612,7 @@ def summarize_pair(
     )
 
 
-def percentiles(values: Sequence[float], qs: Sequence[float] = (5, 50, 95)) -> dict[str, float]:
+def percentiles(values: Sequence[float]) -> dict[str, float]:
     """Named percentiles, e.g. {"p5": .., "p50": .., "p95": ..}."""
     arr = np.asarray(values, dtype=float)
-    return {f"p{q:g}": float(np.percentile(arr, q)) for q in qs}
+    return {f"p{q:g}": float(np.percentile(arr, q)) for q in (5, 50, 95)}

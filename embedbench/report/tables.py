@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embedbench import stats, sysinfo, windows
 from embedbench.cases import CASE_LABELS, CASES
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
-from embedbench.markdown import frame_markdown
-from embedbench.results import RunResult, load_results
-from embedbench.schema import ORIGINAL_FORMAT
-from embedbench.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
+from embedbench.harness import stats, sysinfo, windows
+from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
+from embedbench.report.markdown import frame_markdown
+from embedbench.report.results import RunResult, load_results
+from embedbench.report.schema import ORIGINAL_FORMAT
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
 PR_ALIGN = "lrrr"
@@ -436,7 +436,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
 
 def reference_results() -> dict[str, Any]:
     """The PR's published H100 table (shipped with the package as data)."""
-    text = resources.files("embedbench").joinpath("data/pr7477_h100.json").read_text("utf-8")
+    text = resources.files("embedbench.report").joinpath("data/pr7477_h100.json").read_text("utf-8")
     return json.loads(text)
 
 

@@ -214,14 +214,13 @@ def compile_method(
     method_name: str,
     filename: str,
     module_globals: Mapping[str, Any],
-    class_name: str | None = None,
 ) -> Callable[..., Any]:
-    """Compile ``class_name.method_name`` from ``source`` with ``__class__`` = ``live_class``.
+    """Compile ``live_class.method_name`` from ``source`` with ``__class__`` = ``live_class``.
 
     The method keeps its original line numbers; ``source`` is registered with
     ``linecache`` under ``filename``. Its globals are a copy of ``module_globals``.
     """
-    name = class_name or live_class.__name__
+    name = live_class.__name__
     tree = _parse(source, name, method_name, filename)
     node = _method_in_tree(tree, name, method_name, filename)
     futures = [
@@ -275,8 +274,6 @@ def method_at_ref(
     path: str,
     live_class: type,
     method_name: str,
-    *,
-    module_globals: Mapping[str, Any] | None = None,
 ) -> MethodSource:
     """``live_class.method_name`` as it was at ``ref`` (``WORKTREE``: as it is now)."""
     if ref == WORKTREE:
@@ -288,13 +285,11 @@ def method_at_ref(
         return MethodSource(function, WORKTREE, None, path, filename)
     sha, source = read_source(repo, ref, path)
     filename = _filename(_check_ref_text(ref), sha, Path(path).as_posix())
-    if module_globals is None:
-        module_globals = vars(sys.modules[live_class.__module__])
     function = compile_method(
         source,
         live_class=live_class,
         method_name=method_name,
         filename=filename,
-        module_globals=module_globals,
+        module_globals=vars(sys.modules[live_class.__module__]),
     )
     return MethodSource(function, ref, sha, Path(path).as_posix(), filename)

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedbench import schema
-from embedbench.compat import upgrade_duplicated, upgrade_original, upgrade_records
 from embedbench.errors import OutputDirError
-from embedbench.timing import AA_SCOPE
+from embedbench.harness.timing import AA_SCOPE
+from embedbench.report import schema
+from embedbench.report.compat import upgrade_duplicated, upgrade_original, upgrade_records
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 METADATA = "metadata.json"
@@ -267,11 +267,6 @@ def inspect_results_dir(directory: str | Path) -> DirCheck:
     path = Path(directory)
     data, missing = _read_files(path)
     return DirCheck(_check_format(path, data), tuple(data), missing)
-
-
-def check_results_dir(directory: str | Path) -> str:
-    """Check the files against their schema; return the format or raise one line."""
-    return inspect_results_dir(directory).format
 
 
 def load_results(directory: str | Path) -> RunResult:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from embedbench import diagnostics, stats
-from embedbench.blocks import BlockTable, block_table
 from embedbench.cases import CASE_LABELS, VARIANTS
+from embedbench.harness import diagnostics, stats
+from embedbench.harness.blocks import BlockTable, block_table
 
 Record = dict[str, Any]
 

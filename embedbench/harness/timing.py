@@ -9,7 +9,7 @@ Per call it takes three clocks, in ``METRIC_ORDER``:
 - synchronized completion: wall clock from the start to after a second sync.
 
 Where the reads sit (and so what host latency includes) is the timing window, by
-default the PR script's (:mod:`embedbench.windows`).
+default the PR script's (:mod:`embedbench.harness.windows`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from embedbench.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
+from embedbench.harness.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 
 METRIC_ORDER: tuple[str, str, str] = (
     "host_observed_us",
@@ -98,7 +98,7 @@ def time_calls(
 ) -> list[list[float]]:
     """Call ``fn`` ``count`` times; one [host, cpu, completion] triple in µs per call.
 
-    ``window`` (see :mod:`embedbench.windows`) places the clock reads; in both windows
+    ``window`` (see :mod:`embedbench.harness.windows`) places the clock reads; in both windows
     the returned value is released only after the completion clock, outside every
     window. Without a device (``sync`` is ``no_sync``) completion equals host latency.
     """
@@ -203,8 +203,6 @@ def measure_timer_floor(
     read_mhz: ReadMhz = lambda: None,
     warmup: int = 0,
     window: str = DEFAULT_WINDOW,
-    blocks: int = TIMER_FLOOR_BLOCKS,
-    calls: int = TIMER_FLOOR_CALLS,
 ) -> list[BlockRecord]:
     """Time an empty call through the same window as the cases, after ``warmup`` calls
     (the PR: the cases' warm-up, then 10 blocks of 100): case "timer", scope "overhead",
@@ -214,7 +212,7 @@ def measure_timer_floor(
     return [
         _block(
             _empty_call,
-            calls,
+            TIMER_FLOOR_CALLS,
             path,
             device=device,
             case=TIMER_CASE,
@@ -224,7 +222,7 @@ def measure_timer_floor(
             block=block,
             position=0,
         )
-        for block in range(blocks)
+        for block in range(TIMER_FLOOR_BLOCKS)
     ]
 
 
@@ -286,8 +284,3 @@ def measure_pair(
             if progress is not None:
                 progress(iterations)
     return records
-
-
-def calls_per_pair(warmup: int, blocks: int, iterations: int) -> int:
-    """How many timed or warm-up calls ``measure_pair`` makes (for progress bars)."""
-    return 2 * (warmup + blocks * iterations)

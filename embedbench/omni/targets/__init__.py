@@ -24,7 +24,7 @@ class Target:
     ``"baseline"`` and ``"fixed"`` to bound wrapper methods. ``tag`` marks a
     multimodal embedding tensor with its modality and returns it. ``modules`` names
     modules beyond those found from the classes and variants that the freshness check
-    (:mod:`embedbench.freshness`) compares with their files; ``checkout`` is the git
+    (:mod:`embedbench.harness.freshness`) compares with their files; ``checkout`` is the git
     work tree the code was imported from, if any.
     """
 

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from embedbench import report
 from embedbench.cases import CASE_LABELS, VARIANTS
-from embedbench.results import RunResult
+from embedbench.report import tables
+from embedbench.report.results import RunResult
 
 COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2"}
 
@@ -40,12 +40,12 @@ def _message_panel(fig: Figure, title: str, message: str) -> Figure:
 
 def _case_keys(frame: pd.DataFrame) -> list[tuple[str, int]]:
     keys = {(c, t) for c, t in zip(frame["case"], frame["tokens"], strict=True)}
-    return sorted(keys, key=lambda k: report.table_order(*k))
+    return sorted(keys, key=lambda k: tables.table_order(*k))
 
 
 def block_distributions(result: RunResult) -> Figure:
     """Block medians of host latency per variant: one panel per case (and length)."""
-    frame = report.blocks_frame(result)
+    frame = tables.blocks_frame(result)
     fig = Figure(figsize=(12, 6.5), layout="constrained")
     if frame.empty:
         return _message_panel(fig, "Per-block host latency", "no measured blocks in this run")
@@ -70,7 +70,7 @@ def block_distributions(result: RunResult) -> Figure:
         row = result.summary_row(case, tokens) or {}
         reduction = row.get("reduction_pct")
         suffix = "" if reduction is None else f"  ({reduction:.1f} % lower)"
-        ax.set_title(report.input_label(case, tokens, several) + suffix, fontsize=10)
+        ax.set_title(tables.input_label(case, tokens, several) + suffix, fontsize=10)
         ax.set_ylabel("block median host latency (μs)")
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle("Per-block medians: baseline vs fixed (each dot is one block)")
@@ -79,9 +79,9 @@ def block_distributions(result: RunResult) -> Figure:
 
 def call_distribution(result: RunResult, case: str | None = None) -> Figure:
     """Every call's host latency for one case, per variant (violin + block medians)."""
-    case = case or report.detail_case(result)
+    case = case or tables.detail_case(result)
     fig = Figure(figsize=(8, 4.5), layout="constrained")
-    calls = report.calls_frame(result, case) if case else pd.DataFrame()
+    calls = tables.calls_frame(result, case) if case else pd.DataFrame()
     if calls.empty:
         return _message_panel(fig, "Per-call host latency", "no measured calls in this run")
     ax = fig.add_subplot()
@@ -102,7 +102,7 @@ def call_distribution(result: RunResult, case: str | None = None) -> Figure:
 
 def frequency_trace(result: RunResult) -> Figure:
     """CPU MHz of the pinned core at block start and end over wall time, per variant."""
-    frame = report.blocks_frame(result)
+    frame = tables.blocks_frame(result)
     source = result.metadata.get("cpu_frequency_source", "unknown")
     core = result.metadata.get("cpu_core")
     fig = Figure(figsize=(10, 4), layout="constrained")
@@ -146,7 +146,7 @@ def reduction_forest(result: RunResult) -> Figure:
     if not rows:
         return _message_panel(fig, "Host latency reduction", "no valid measured case")
     several = len({r["tokens"] for r in rows}) > 1
-    rows.sort(key=lambda r: report.table_order(r["case"], r["tokens"]), reverse=True)
+    rows.sort(key=lambda r: tables.table_order(r["case"], r["tokens"]), reverse=True)
     ax = fig.add_subplot()
     for y, row in enumerate(rows):
         # The interval and the headline are drawn apart: in one process the interval is
@@ -157,7 +157,7 @@ def reduction_forest(result: RunResult) -> Figure:
         ax.plot(row["reduction_pct"], y, "o", color="#333")
     ax.axvline(0, color="grey", ls="--", lw=1)
     ax.set_yticks(
-        range(len(rows)), [report.input_label(r["case"], r["tokens"], several) for r in rows]
+        range(len(rows)), [tables.input_label(r["case"], r["tokens"], several) for r in rows]
     )
     ax.set_xlabel("host latency reduction (%) with the interval the verdict uses")
     ax.set_title("Reduction per case (positive: fixed is faster)")
@@ -176,7 +176,7 @@ def compare_reductions(
     Runs timed with different windows are refused unless ``allow_mixed_windows``, which
     labels every series with its window (``report.compared_windows``).
     """
-    seen = report.compared_windows(
+    seen = tables.compared_windows(
         dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
     )
     series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = []
@@ -189,18 +189,18 @@ def compare_reductions(
                     row["reduction_pct"],
                     tuple(ci) if ci else None,
                 )
-        series.append((report.series_label(name, seen), values))
+        series.append((tables.series_label(name, seen), values))
     if reference is not None:
         tokens = reference.get("tokens")
         series.append(
             (
-                report.series_label(report.reference_name(dict(reference)), seen),
+                tables.series_label(tables.reference_name(dict(reference)), seen),
                 {f"{r['case']}@{tokens}": (r["reduction_pct"], None) for r in reference["rows"]},
             )
         )
     keys = sorted(
         {k for _, v in series for k in v},
-        key=lambda k: report.table_order(k.split("@")[0], int(k.split("@")[1])),
+        key=lambda k: tables.table_order(k.split("@")[0], int(k.split("@")[1])),
     )
     fig = Figure(
         figsize=(10, 0.5 * max(len(keys), 1) * max(len(series), 1) / 2 + 2), layout="constrained"
@@ -230,7 +230,7 @@ def compare_reductions(
             label=name,
             alpha=0.8,
         )
-    labels = [report.input_label(k.split("@")[0], int(k.split("@")[1]), several) for k in keys]
+    labels = [tables.input_label(k.split("@")[0], int(k.split("@")[1]), several) for k in keys]
     ax.set_yticks(range(len(keys)), labels[::-1])
     ax.axvline(0, color="grey", lw=1)
     ax.set_xlabel("host latency reduction (%)")

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from embedbench import summary
 from embedbench.cases import CASES, EXPECTED_LOOKUPS
-from embedbench.schema import ORIGINAL_FORMAT, PR_VERSION_KEYS
-from embedbench.timing import METRIC_ORDER, TIMER_SCOPE
+from embedbench.harness.timing import METRIC_ORDER, TIMER_SCOPE
+from embedbench.report import summary
+from embedbench.report.schema import ORIGINAL_FORMAT, PR_VERSION_KEYS
 
 
 def upgrade_metadata(original: dict[str, Any]) -> dict[str, Any]:

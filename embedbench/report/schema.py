@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from embedbench.timing import AA_SCOPE
+from embedbench.harness.timing import AA_SCOPE
 
 # 2: worker processes (records carry ``worker``; metadata ``processes`` and ``workers``),
 # one interval per row with ``ci_level`` and ``interval_method``.

@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from scipy import stats as sps
 
-from embedbench import stats
-from embedbench.blocks import HOST, BlockTable, block_table
 from embedbench.cases import VARIANTS
+from embedbench.harness import stats
+from embedbench.harness.blocks import HOST, BlockTable
 from embedbench.jsonvalues import plain
 
 ALPHA = 0.05
@@ -75,7 +75,7 @@ class OrderEffect(_JsonMixin):
     alpha: float
 
 
-def order_effect(d: Sequence[float], first: Sequence[str], *, alpha: float = ALPHA) -> OrderEffect:
+def order_effect(d: Sequence[float], first: Sequence[str]) -> OrderEffect:
     """Compare ``d`` over blocks where the baseline ran first with blocks where fixed did."""
     arr = np.asarray(d, dtype=float)
     if len(first) != arr.size:
@@ -96,7 +96,7 @@ def order_effect(d: Sequence[float], first: Sequence[str], *, alpha: float = ALP
             difference_pct_points=None,
             p_value=None,
             detected=False,
-            alpha=alpha,
+            alpha=ALPHA,
         )
     bf, ff = float(np.median(base_first)), float(np.median(fixed_first))
     red_bf, red_ff = stats.log_to_reduction_pct(bf), stats.log_to_reduction_pct(ff)
@@ -113,8 +113,8 @@ def order_effect(d: Sequence[float], first: Sequence[str], *, alpha: float = ALP
         fixed_first_reduction_pct=red_ff,
         difference_pct_points=red_bf - red_ff,
         p_value=p_or_none,
-        detected=p_or_none is not None and p_or_none < alpha,
-        alpha=alpha,
+        detected=p_or_none is not None and p_or_none < ALPHA,
+        alpha=ALPHA,
     )
 
 
@@ -145,7 +145,7 @@ class Drift(_JsonMixin):
     alpha: float
 
 
-def drift(d: Sequence[float], baseline_medians: Sequence[float], *, alpha: float = ALPHA) -> Drift:
+def drift(d: Sequence[float], baseline_medians: Sequence[float]) -> Drift:
     """Whether the comparison (``d_b``) or the baseline level moves along the run."""
     arr = np.asarray(d, dtype=float)
     base = np.asarray(baseline_medians, dtype=float)
@@ -154,8 +154,8 @@ def drift(d: Sequence[float], baseline_medians: Sequence[float], *, alpha: float
     index = np.arange(arr.size, dtype=float)
     rho_d, p_d = _spearman(index, arr)
     rho_b, p_b = _spearman(index, base)
-    detected = any(p is not None and p < alpha for p in (p_d, p_b))
-    return Drift(rho_d, p_d, rho_b, p_b, detected, alpha)
+    detected = any(p is not None and p < ALPHA for p in (p_d, p_b))
+    return Drift(rho_d, p_d, rho_b, p_b, detected, ALPHA)
 
 
 # --- outliers -------------------------------------------------------------------------------
@@ -201,13 +201,12 @@ def outlier_blocks(
     fixed_medians: Sequence[float],
     *,
     rule: str = "mad",
-    k: float | None = None,
 ) -> Outliers:
     """Flag blocks by their log-ratio: median ± k·1.4826·MAD (k = 3) or Tukey (k = 1.5)."""
     base = np.asarray(baseline_medians, dtype=float)
     fixed = np.asarray(fixed_medians, dtype=float)
     d = stats.log_ratios(base, fixed)
-    k = (MAD_K if rule == "mad" else TUKEY_K) if k is None else float(k)
+    k = MAD_K if rule == "mad" else TUKEY_K
     center, low, high = _fences(d, rule, k)
     out = (d < low) | (d > high)
     flagged = [int(i) for i in np.nonzero(out)[0]]
@@ -296,8 +295,6 @@ class FrequencyExcursion(_JsonMixin):
 
 def frequency_excursions(
     mhz: Sequence[Sequence[float | None] | None] | None,
-    *,
-    tolerance_pct: float = MHZ_TOLERANCE_PCT,
 ) -> FrequencyExcursion:
     """Per block, the largest |MHz − run median| in %, and the blocks above the tolerance.
 
@@ -313,7 +310,7 @@ def frequency_excursions(
         return FrequencyExcursion(
             observable=False,
             reason="no CPU frequency readings (source unavailable)",
-            tolerance_pct=tolerance_pct,
+            tolerance_pct=MHZ_TOLERANCE_PCT,
             median_mhz=None,
             min_mhz=None,
             max_mhz=None,
@@ -325,7 +322,7 @@ def frequency_excursions(
         return FrequencyExcursion(
             observable=False,
             reason=f"every reading is {lowest:g} MHz: the source does not show changes",
-            tolerance_pct=tolerance_pct,
+            tolerance_pct=MHZ_TOLERANCE_PCT,
             median_mhz=lowest,
             min_mhz=lowest,
             max_mhz=highest,
@@ -337,11 +334,11 @@ def frequency_excursions(
         max(abs(x - center) for x in block) / center * 100.0 if block else None
         for block in per_block
     ]
-    flagged = [i for i, dev in enumerate(deviation) if dev is not None and dev > tolerance_pct]
+    flagged = [i for i, dev in enumerate(deviation) if dev is not None and dev > MHZ_TOLERANCE_PCT]
     return FrequencyExcursion(
         observable=True,
         reason=None,
-        tolerance_pct=tolerance_pct,
+        tolerance_pct=MHZ_TOLERANCE_PCT,
         median_mhz=center,
         min_mhz=lowest,
         max_mhz=highest,
@@ -403,9 +400,6 @@ def diagnose_pair(
     *,
     first: Sequence[str] | None = None,
     mhz: Sequence[Sequence[float | None] | None] | None = None,
-    alpha: float = ALPHA,
-    outlier_rule: str = "mad",
-    mhz_tolerance_pct: float = MHZ_TOLERANCE_PCT,
 ) -> PairDiagnostics:
     """All diagnostics from per-block samples, run order (``first``) and MHz readings."""
     base = stats.block_medians(baseline_blocks)
@@ -414,34 +408,19 @@ def diagnose_pair(
     return PairDiagnostics(
         blocks=int(d.size),
         log_ratios=[float(x) for x in d],
-        order_effect=None if first is None else order_effect(d, first, alpha=alpha),
-        drift=drift(d, base, alpha=alpha),
-        outliers=outlier_blocks(base, fixed, rule=outlier_rule),
+        order_effect=None if first is None else order_effect(d, first),
+        drift=drift(d, base),
+        outliers=outlier_blocks(base, fixed),
         spread=within_block_spread({BASELINE: baseline_blocks, FIXED: fixed_blocks}),
-        frequency=frequency_excursions(mhz, tolerance_pct=mhz_tolerance_pct),
+        frequency=frequency_excursions(mhz),
     )
 
 
-def diagnose_table(
-    table: BlockTable,
-    *,
-    metric: str = HOST,
-    alpha: float = ALPHA,
-    outlier_rule: str = "mad",
-    mhz_tolerance_pct: float = MHZ_TOLERANCE_PCT,
-) -> PairDiagnostics:
-    """``diagnose_pair`` from a case's block table (``metric`` by name, host by default)."""
+def diagnose_table(table: BlockTable) -> PairDiagnostics:
+    """``diagnose_pair`` of a case's block table, on host latency (the headline metric)."""
     return diagnose_pair(
-        table.metric(BASELINE, metric),
-        table.metric(FIXED, metric),
+        table.metric(BASELINE, HOST),
+        table.metric(FIXED, HOST),
         first=list(table.first),
         mhz=[list(readings) for readings in table.mhz],
-        alpha=alpha,
-        outlier_rule=outlier_rule,
-        mhz_tolerance_pct=mhz_tolerance_pct,
     )
-
-
-def diagnose_records(records: Iterable[Any], **options: Any) -> PairDiagnostics:
-    """``diagnose_table`` of raw block records of one case (``BlockRecord`` or its JSON)."""
-    return diagnose_table(block_table(records), **options)

@@ -1,0 +1,9 @@
+"""The measuring harness: how to time two callables fairly, with no model knowledge.
+
+Timing windows and raw records (``timing``, ``windows``), the quiet-machine guards
+(``isolation``, ``allocator``, ``hostlock``, ``interrupts``, ``ioguard``, ``devices``),
+machine facts (``sysinfo``), the check that timed code is the code on disk
+(``freshness``), and the torch-free analysis of raw records (``blocks``, ``stats``,
+``diagnostics``). Nothing here imports :mod:`embedbench.omni`
+(``tests/test_layout.py``).
+"""

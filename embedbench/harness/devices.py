@@ -1,0 +1,87 @@
+"""Device choice, the explicit sync that brackets every timed call, and device facts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from embedbench.errors import ConfigError
+from embedbench.harness.sysinfo import cpu_model
+from embedbench.harness.timing import Sync, no_sync
+
+
+def resolve_device(requested: str) -> torch.device:
+    """``auto`` picks CUDA when available, else the CPU; ``cuda`` without CUDA is refused."""
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        build = "without CUDA" if torch.version.cuda is None else f"with CUDA {torch.version.cuda}"
+        raise ConfigError(
+            f"--device cuda, but no CUDA device is usable (torch {torch.__version__} built "
+            f"{build}); use --device cpu or auto"
+        )
+    return torch.device(requested)
+
+
+def sync_for(device: torch.device) -> Sync:
+    """``torch.cuda.synchronize`` for a CUDA device, a no-op for the CPU."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+
+        def cuda_sync() -> None:
+            torch.cuda.synchronize(index)
+
+        return cuda_sync
+    return no_sync
+
+
+def device_name(device: torch.device) -> str:
+    """A human name for the device that runs the lookups."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return cpu_model() or "cpu"
+
+
+def gpu_facts(device: str | torch.device) -> dict[str, Any] | None:
+    """Name and compute capability of a CUDA device, or None for other devices."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(dev)
+    return {"name": torch.cuda.get_device_name(dev), "capability": f"{major}.{minor}"}
+
+
+def describe(device: torch.device) -> dict[str, Any]:
+    """The device part of the provenance record: type, human name, GPU facts."""
+    return {"type": device.type, "name": device_name(device), "gpu": gpu_facts(device)}
+
+
+HUGE_PAGE_BYTES = 2 * 2**20
+
+
+def _smaps_huge_kb(address: int) -> int | None:
+    """AnonHugePages (kB) of the mapping that holds ``address``, or None if unreadable."""
+    inside = False
+    try:
+        with Path("/proc/self/smaps").open() as handle:
+            for line in handle:
+                head = line.split(maxsplit=1)[0]
+                if "-" in head and not head.endswith(":"):
+                    low, _, high = head.partition("-")
+                    inside = int(low, 16) <= address < int(high, 16)
+                elif inside and head == "AnonHugePages:":
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def memory_placement(table: torch.Tensor) -> dict[str, Any]:
+    """Where a CPU tensor landed: its address modulo 2 MiB and the transparent huge pages
+    backing its mapping (None for device memory or when /proc cannot tell)."""
+    if table.device.type != "cpu":
+        return {"address_mod_2mib": None, "anon_huge_kb": None}
+    address = table.data_ptr()
+    return {"address_mod_2mib": address % HUGE_PAGE_BYTES, "anon_huge_kb": _smaps_huge_kb(address)}

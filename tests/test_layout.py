@@ -1,0 +1,153 @@
+"""The tree shows the pipeline, and its import rule holds (README, Layout).
+
+- ``embedbench/harness``: how to time fairly; knows no model.
+- ``embedbench/omni``: the Qwen2.5-Omni / vLLM-Omni domain; only the run side uses it.
+- ``embedbench/report``: reading and showing results; no torch.
+
+Harness and report never import ``embedbench.omni`` or the run-side modules, and nothing
+the report side imports (its own modules and the harness modules it reaches) imports
+torch, even inside a function. Checked from the source (every import statement, at any
+depth), so a lazy import that a test run never reaches cannot slip through.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "embedbench"
+RUN_SIDE = ("embedbench.runner", "embedbench.measure", "embedbench.worker")
+FRONT_ENDS = ("embedbench.cli", "embedbench.__main__", "embedbench.selftest")
+OMNI = "embedbench.omni"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(source: str, importer: str) -> set[str]:
+    """Every module an import statement in ``source`` names, at any depth.
+
+    ``from pkg import name`` counts as ``pkg.name`` when that is a module of the package,
+    else as ``pkg``; relative imports are resolved against ``importer``.
+    """
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = importer.split(".")
+                anchor = anchor[: len(anchor) - node.level + (importer in _PACKAGES)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in MODULES else base)
+    return found
+
+
+_PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def layer(name: str) -> str:
+    for prefix in ("embedbench.harness", "embedbench.omni", "embedbench.report"):
+        if _within(name, (prefix,)):
+            return prefix.split(".")[1]
+    return "top"
+
+
+def violations(name: str, imports: set[str]) -> list[str]:
+    """What module ``name`` (importing ``imports``) does against the layout's rule."""
+    if layer(name) not in ("harness", "report"):
+        return []
+    bad = [m for m in imports if _within(m, (OMNI, *RUN_SIDE, *FRONT_ENDS))]
+    if layer(name) == "harness":
+        bad += [m for m in imports if _within(m, ("embedbench.report",))]
+    else:
+        bad += [m for m in imports if _within(m, ("torch",))]
+    return sorted(f"{name} imports {m}" for m in bad)
+
+
+def _imports_of(name: str) -> set[str]:
+    return imported_modules(MODULES[name].read_text(encoding="utf-8"), name)
+
+
+def report_side_closure() -> set[str]:
+    """The package's modules that importing any report module can reach."""
+    seen: set[str] = set()
+    todo = [name for name in MODULES if layer(name) == "report"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [m for m in _imports_of(name) if m in MODULES]
+    return seen
+
+
+def test_the_tree_has_the_three_stages_and_a_thin_top():
+    layers: dict[str, set[str]] = {}
+    for name in MODULES:
+        layers.setdefault(layer(name), set()).add(name.rsplit(".", 1)[-1])
+    assert {"timing", "isolation", "stats", "blocks", "diagnostics"} <= layers["harness"]
+    assert {"checkpoint", "scenarios", "targets", "validation", "gitsource"} <= layers["omni"]
+    assert {"results", "schema", "compat", "summary", "tables", "plots", "gate"} <= (
+        layers["report"]
+    )
+    # The top level holds the shared vocabulary, the run orchestration and the front end.
+    assert len(layers["top"]) <= 12, sorted(layers["top"])
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_harness_and_report_modules_follow_the_import_rule(name):
+    assert violations(name, _imports_of(name)) == []
+
+
+def test_nothing_the_report_side_reaches_imports_torch_or_the_domain():
+    reached = report_side_closure()
+    assert "embedbench.report.tables" in reached and "embedbench.harness.stats" in reached
+    offenders = {
+        name: sorted(m for m in _imports_of(name) if _within(m, ("torch", OMNI, *RUN_SIDE)))
+        for name in reached
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_rule_catches_what_it_forbids():
+    """The checks above can fail: planted imports of each forbidden kind are reported."""
+    planted = """
+import torch
+from embedbench.omni import scenarios
+def late():
+    from embedbench.runner import run
+    from embedbench.report import tables
+"""
+    harness = imported_modules(planted, "embedbench.harness.timing")
+    assert violations("embedbench.harness.timing", harness) == [
+        "embedbench.harness.timing imports embedbench.omni.scenarios",
+        "embedbench.harness.timing imports embedbench.report.tables",
+        "embedbench.harness.timing imports embedbench.runner",
+    ]
+    report = imported_modules(planted, "embedbench.report.plots")
+    assert violations("embedbench.report.plots", report) == [
+        "embedbench.report.plots imports embedbench.omni.scenarios",
+        "embedbench.report.plots imports embedbench.runner",
+        "embedbench.report.plots imports torch",
+    ]
+    assert violations("embedbench.omni.scenarios", report) == []  # the domain may use torch
+
+
+def test_relative_imports_resolve_inside_the_package():
+    found = imported_modules("from .reference import x\nfrom . import y", "embedbench.omni.targets")
+    assert found == {"embedbench.omni.targets.reference", "embedbench.omni.targets"}
