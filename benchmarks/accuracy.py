@@ -19,6 +19,8 @@ timer's resolution (the median empty timed call), as the self-test does.
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import dataclass, field
 from typing import Any
 
 import _common as C
@@ -62,43 +64,46 @@ def _wrapper_carrier(
     return out
 
 
-def main() -> None:
-    p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5, help="seeds per carrier and delay")
-    p.add_argument("--delays", type=float, nargs="+", default=[2.0, 5.0, 20.0])
-    p.add_argument(
-        "--carriers", nargs="+", choices=("spin", "wrapper"), default=["spin", "wrapper"]
-    )
-    p.add_argument("--hidden", type=int, default=C.HIDDEN_7B, help="3584: the cached 7B table")
-    args = p.parse_args()
-    session = C.Session("accuracy", args)
-    repeats = 1 if args.quick else args.repeats
-    spin_design = (
-        {"warmup": 5, "blocks": 6, "iterations": 5}
-        if args.quick
-        else {"warmup": 10, "blocks": 20, "iterations": 20}
-    )
-    wrap_design = (
-        {"warmup": 5, "blocks": 6, "iterations": 5}
-        if args.quick
-        else {"warmup": 50, "blocks": 20, "iterations": 20}
+QUICK_DESIGN = {"warmup": 5, "blocks": 6, "iterations": 5}
+
+
+@dataclass
+class Measured:
+    """Every run: one dict per carrier, delay and seed, with the designs used."""
+
+    spin_design: dict[str, int]
+    wrap_design: dict[str, int]
+    repeats: int
+    hidden: int
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+def measure(args: argparse.Namespace, core: int) -> Measured:
+    """Run each carrier with each injected delay, ``repeats`` seeds each."""
+    quick = args.quick
+    data = Measured(
+        spin_design=QUICK_DESIGN if quick else {"warmup": 10, "blocks": 20, "iterations": 20},
+        wrap_design=QUICK_DESIGN if quick else {"warmup": 50, "blocks": 20, "iterations": 20},
+        repeats=1 if quick else args.repeats,
+        hidden=args.hidden,
     )
     fn = None
     if "wrapper" in args.carriers:
         target, facts = C.reference_setup(args.hidden)
         fn = C.scenario_call(target, facts, "mixed", 1172, "fixed")
-
-    results: list[dict[str, Any]] = []
     for carrier in args.carriers:
         for delay in args.delays:
-            for r in range(repeats):
+            for r in range(data.repeats):
                 if carrier == "spin":
-                    out = _wrapper_carrier(spinner(1000.0), delay, spin_design, session.core, r)
+                    out = _wrapper_carrier(spinner(1000.0), delay, data.spin_design, core, r)
                 else:
-                    out = _wrapper_carrier(fn, delay, wrap_design, session.core, seed=r)
+                    out = _wrapper_carrier(fn, delay, data.wrap_design, core, seed=r)
                 out.update({"carrier": carrier, "delay_us": delay, "repeat": r + 1})
-                results.append(out)
+                data.results.append(out)
+    return data
 
+
+def _per_run_table(results: list[dict[str, Any]]) -> str:
     rows = []
     for o in results:
         lo, hi = o["ci95_us"]
@@ -118,68 +123,69 @@ def main() -> None:
                 o["verdict"],
             ]
         )
-    per_run = C.markdown_table(
-        [
-            "carrier",
-            "injected (µs)",
-            "repeat",
-            "baseline (µs)",
-            "recovered (µs)",
-            "error %",
-            "within ±15 %",
-            "95 % CI (µs)",
-            "raw CI covers",
-            "resolution (µs)",
-            "widened CI covers",
-            "verdict",
-        ],
-        rows,
-        align="lrrrrrlrlrll",
-    )
-    summary_rows = []
-    for carrier in args.carriers:
-        for delay in args.delays:
-            group = [o for o in results if o["carrier"] == carrier and o["delay_us"] == delay]
-            n = len(group)
-            errors = [o["error_pct"] for o in group]
-            summary_rows.append(
-                [
-                    carrier,
-                    f"{delay:g}",
-                    f"{C.median([o['recovered_us'] for o in group]):.3f}",
-                    f"{C.median(errors):+.1f}",
-                    f"{max(abs(e) for e in errors):.1f}",
-                    f"{sum(o['within_tolerance'] for o in group)}/{n}",
-                    f"{sum(o['inside_raw_interval'] for o in group)}/{n}",
-                    f"{sum(o['inside_interval'] for o in group)}/{n}",
-                ]
-            )
-    summary = C.markdown_table(
-        [
-            "carrier",
-            "injected (µs)",
-            "median recovered (µs)",
-            "median error %",
-            "max abs error %",
-            "within ±15 %",
-            "raw CI covers",
-            "widened CI covers",
-        ],
-        summary_rows,
-        align="lrrrrrrr",
-    )
+    headers = [
+        *("carrier", "injected (µs)", "repeat", "baseline (µs)", "recovered (µs)", "error %"),
+        *("within ±15 %", "95 % CI (µs)", "raw CI covers", "resolution (µs)"),
+        *("widened CI covers", "verdict"),
+    ]
+    return C.markdown_table(headers, rows, align="lrrrrrlrlrll")
+
+
+def _summary_table(results: list[dict[str, Any]]) -> str:
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for o in results:
+        groups.setdefault((o["carrier"], o["delay_us"]), []).append(o)
+    rows = []
+    for (carrier, delay), group in groups.items():
+        n = len(group)
+        errors = [o["error_pct"] for o in group]
+        rows.append(
+            [
+                carrier,
+                f"{delay:g}",
+                f"{C.median([o['recovered_us'] for o in group]):.3f}",
+                f"{C.median(errors):+.1f}",
+                f"{max(abs(e) for e in errors):.1f}",
+                f"{sum(o['within_tolerance'] for o in group)}/{n}",
+                f"{sum(o['inside_raw_interval'] for o in group)}/{n}",
+                f"{sum(o['inside_interval'] for o in group)}/{n}",
+            ]
+        )
+    headers = [
+        *("carrier", "injected (µs)", "median recovered (µs)", "median error %"),
+        *("max abs error %", "within ±15 %", "raw CI covers", "widened CI covers"),
+    ]
+    return C.markdown_table(headers, rows, align="lrrrrrrr")
+
+
+def tabulate(data: Measured) -> list[C.Section]:
+    """The per-run table and the per-carrier-and-delay summary."""
     note = (
-        f"Tolerance ±{100 * TOLERANCE:.0f} %. spin design: {spin_design}; wrapper design: "
-        f"{wrap_design} (mixed case, 1172 tokens, table 152064 × {args.hidden} bf16). "
-        f"{repeats} seed(s) per carrier and delay. 'widened' = the 95 % interval ± the timer "
-        "resolution (median empty timed call), the self-test's rule; 'raw' = as computed."
+        f"Tolerance ±{100 * TOLERANCE:.0f} %. spin design: {data.spin_design}; wrapper "
+        f"design: {data.wrap_design} (mixed case, 1172 tokens, table 152064 × {data.hidden} "
+        f"bf16). {data.repeats} seed(s) per carrier and delay. 'widened' = the 95 % interval "
+        "± the timer resolution (median empty timed call), the self-test's rule; 'raw' = as "
+        "computed."
     )
-    session.add("Injected-delay recovery, per run", per_run)
-    session.add("Injected-delay recovery, summary", summary, note)
-    session.data.update(
-        {"spin_design": spin_design, "wrapper_design": wrap_design, "results": results}
+    return [
+        C.Section("Injected-delay recovery, per run", _per_run_table(data.results)),
+        C.Section("Injected-delay recovery, summary", _summary_table(data.results), note),
+    ]
+
+
+def main() -> None:
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=5, help="seeds per carrier and delay")
+    p.add_argument("--delays", type=float, nargs="+", default=[2.0, 5.0, 20.0])
+    p.add_argument(
+        "--carriers", nargs="+", choices=("spin", "wrapper"), default=["spin", "wrapper"]
     )
-    session.finish()
+    p.add_argument("--hidden", type=int, default=C.HIDDEN_7B, help="3584: the cached 7B table")
+    args = p.parse_args()
+    session = C.Session("accuracy", args)
+    data = measure(args, session.core)
+    fields = {"spin_design": data.spin_design, "wrapper_design": data.wrap_design}
+    C.publish(session, tabulate(data), {**fields, "results": data.results})
 
 
 if __name__ == "__main__":

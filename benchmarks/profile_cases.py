@@ -25,10 +25,12 @@ what the remainder holds.
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import _common as C
@@ -143,20 +145,26 @@ def profile_one(
     return out
 
 
-def main() -> None:
-    p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--tokens", type=int, default=1172)
-    p.add_argument("--hidden", type=int, default=C.HIDDEN_7B, help="3584: the cached 7B table")
-    p.add_argument("--calls", type=int, default=200, help="profiled calls per case and variant")
-    p.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
-    args = p.parse_args()
-    session = C.Session("profile_cases", args)
-    calls, warmup = (20, 5) if args.quick else (args.calls, 20)
-    target, facts = C.reference_setup(args.hidden)
+@dataclass
+class Measured:
+    """Per case and variant, the profile; per multimodal case, the mask lines replayed."""
 
-    results: dict[str, dict[str, Any]] = {}
-    replays: dict[str, float] = {}
-    with isolated(session.core):
+    cases: list[str]
+    tokens: int
+    hidden: int
+    calls: int
+    warmup: int
+    core: int
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replays: dict[str, float] = field(default_factory=dict)
+
+
+def measure(args: argparse.Namespace, core: int) -> Measured:
+    """Profile each case's two variants on ``core``, and replay its mask lines alone."""
+    calls, warmup = (20, 5) if args.quick else (args.calls, 20)
+    data = Measured(args.cases, args.tokens, args.hidden, calls, warmup, core)
+    target, facts = C.reference_setup(args.hidden)
+    with isolated(core):
         for case in args.cases:
             scenario = build_scenario(
                 case,
@@ -167,16 +175,21 @@ def main() -> None:
                 tag=target.tag,
             )
             for variant in ("baseline", "fixed"):
-                results[f"{case}/{variant}"] = profile_one(target, scenario, variant, warmup, calls)
+                data.results[f"{case}/{variant}"] = profile_one(
+                    target, scenario, variant, warmup, calls
+                )
             if scenario.is_multimodal is not None:
                 replay = _mask_replay(scenario, target.model.config)
                 samples = time_calls(replay, warmup + calls)[warmup:]
-                replays[case] = C.median([s[0] for s in samples])
+                data.replays[case] = C.median([s[0] for s in samples])
+    return data
 
+
+def _profile_table(data: Measured) -> str:
     rows = []
-    for case in args.cases:
+    for case in data.cases:
         for variant in ("baseline", "fixed"):
-            r = results[f"{case}/{variant}"]
+            r = data.results[f"{case}/{variant}"]
             n = r["counts"]
             rows.append(
                 [
@@ -192,27 +205,19 @@ def main() -> None:
                     f"{r['remainder']:.1f}",
                 ]
             )
-    table = C.markdown_table(
-        [
-            "case",
-            "variant",
-            "uninstrumented (µs)",
-            "page faults / call",
-            "instrumented (µs)",
-            "lookup (calls)",
-            ".cpu()",
-            "interleave check",
-            "merge",
-            "remainder",
-        ],
-        rows,
-        align="llrrrrrrrr",
-    )
-    diff_rows = []
-    for case in args.cases:
-        b, f = results[f"{case}/baseline"], results[f"{case}/fixed"]
+    headers = [
+        *("case", "variant", "uninstrumented (µs)", "page faults / call", "instrumented (µs)"),
+        *("lookup (calls)", ".cpu()", "interleave check", "merge", "remainder"),
+    ]
+    return C.markdown_table(headers, rows, align="llrrrrrrrr")
+
+
+def _saving_table(data: Measured) -> str:
+    rows = []
+    for case in data.cases:
+        b, f = data.results[f"{case}/baseline"], data.results[f"{case}/fixed"]
         saved = b["uninstrumented"] - f["uninstrumented"]
-        diff_rows.append(
+        rows.append(
             [
                 case,
                 f"{saved:.1f}",
@@ -221,20 +226,15 @@ def main() -> None:
                 f"{100 * saved / b['uninstrumented']:.1f}",
             ]
         )
-    diff = C.markdown_table(
-        [
-            "case",
-            "saved by the fix (µs, uninstrumented)",
-            "of it: lookup time (µs)",
-            "other components (µs, instrumented)",
-            "reduction %",
-        ],
-        diff_rows,
-    )
-    replay = C.markdown_table(
-        ["case", "mask + counts, replayed standalone (µs)"],
-        [[case, f"{v:.1f}"] for case, v in replays.items()],
-    )
+    headers = [
+        *("case", "saved by the fix (µs, uninstrumented)", "of it: lookup time (µs)"),
+        *("other components (µs, instrumented)", "reduction %"),
+    ]
+    return C.markdown_table(headers, rows)
+
+
+def tabulate(data: Measured) -> list[C.Section]:
+    """The per-call profile, what the fix saves, and the mask lines replayed alone."""
     malloc_env = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
     note = (
         "Page faults / call: minor faults (getrusage) over the uninstrumented calls; a "
@@ -242,16 +242,32 @@ def main() -> None:
         "the kernel (heap trim, or mmap for blocks above its threshold) every call pays "
         "~2 k faults per 8.4 MB output. glibc malloc environment: "
         f"{malloc_env or 'defaults (no MALLOC_* variables)'}. "
-        f"{args.tokens} tokens, table 152064 × {args.hidden} bf16 (one lookup copies "
-        f"{args.tokens * args.hidden * 2 / 1e6:.1f} MB), {calls} profiled calls after "
-        f"{warmup} warm-up calls per case and variant, core {session.core}. µs, medians."
+        f"{data.tokens} tokens, table 152064 × {data.hidden} bf16 (one lookup copies "
+        f"{data.tokens * data.hidden * 2 / 1e6:.1f} MB), {data.calls} profiled calls after "
+        f"{data.warmup} warm-up calls per case and variant, core {data.core}. µs, medians."
     )
-    session.add("Per-call profile of the reference target", table, note)
-    session.add("What the fix saves, per case", diff)
-    session.add("What the remainder holds: the mask lines alone", replay)
-    session.data.update({"tokens": args.tokens, "hidden": args.hidden, "results": results})
-    session.data["mask_replay_us"] = replays
-    session.finish()
+    replay = C.markdown_table(
+        ["case", "mask + counts, replayed standalone (µs)"],
+        [[case, f"{v:.1f}"] for case, v in data.replays.items()],
+    )
+    return [
+        C.Section("Per-call profile of the reference target", _profile_table(data), note),
+        C.Section("What the fix saves, per case", _saving_table(data)),
+        C.Section("What the remainder holds: the mask lines alone", replay),
+    ]
+
+
+def main() -> None:
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--tokens", type=int, default=1172)
+    p.add_argument("--hidden", type=int, default=C.HIDDEN_7B, help="3584: the cached 7B table")
+    p.add_argument("--calls", type=int, default=200, help="profiled calls per case and variant")
+    p.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    args = p.parse_args()
+    session = C.Session("profile_cases", args)
+    data = measure(args, session.core)
+    fields = {"tokens": data.tokens, "hidden": data.hidden, "results": data.results}
+    C.publish(session, tabulate(data), {**fields, "mask_replay_us": data.replays})
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ writeback table.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import functools
 import json
@@ -198,6 +199,87 @@ def _dirty_mib() -> float:
     return float("nan")
 
 
+def _design(quick: bool) -> tuple[dict[str, int], list[str]]:
+    design = (
+        {"warmup": 5, "blocks": 6, "iterations": 5}
+        if quick
+        else {"warmup": 50, "blocks": 20, "iterations": 20}
+    )
+    return design, ["audio"] if quick else list(CASES)
+
+
+def measure(args: argparse.Namespace, session: C.Session) -> dict[str, Any]:
+    """The child processes of every mode, interleaved; then the writeback runs."""
+    design, cases = _design(args.quick)
+    processes = 2 if args.quick else args.processes
+    results = []
+    for i in range(processes):
+        for mode in MODES:
+            print(f"process {i + 1}/{processes}: {mode}", file=sys.stderr, flush=True)
+            results.append(_spawn(mode, args, session.core))
+    placements = {
+        mode: sorted({r["placement"]["anon_huge_kb"] for r in results if r["mode"] == mode})
+        for mode in MODES
+    }
+    data: dict[str, Any] = {"design": design, "cases": cases}
+    data.update(results=results, placements=placements)
+    if not args.quick and not args.no_writeback:
+        data["writeback"] = _writeback(args, session.core, session)
+    return data
+
+
+def _writeback_table(rows: list[Any], cases: list[str]) -> str:
+    headers = ["condition", "Dirty at start (MiB)", "Dirty at end (MiB)", "wall (s)"]
+    cells = [
+        [
+            cond,
+            start,
+            end,
+            wall,
+            *(
+                " / ".join(
+                    f"{s[c]['reduction']:.1f} (±{s[c]['half_width']:.2f})" for s in res["sub"]
+                )
+                for c in cases
+            ),
+        ]
+        for cond, start, end, wall, res in rows
+    ]
+    return C.markdown_table(
+        [*headers, *(f"{c} reduction % (half-width)" for c in cases)],
+        cells,
+        align="lrrr" + "l" * len(cases),
+    )
+
+
+def tabulate(data: dict[str, Any]) -> list[C.Section]:
+    """The within/between-process decomposition, and the writeback table if measured."""
+    headers = [
+        *("mode", "case", "processes", "sub-runs each", "mean reduction %"),
+        *("SD within a process (pp)", "SD between processes (pp)", "process-level SD (pp)"),
+        "mean half-width of one sub-run (pp)",
+    ]
+    table = C.markdown_table(
+        headers, _decomposition(data["results"], data["cases"]), align="llrrrrrrr"
+    )
+    sections = [
+        C.Section(
+            "Spread within and between processes",
+            table,
+            f"Design per sub-run: {data['design']}, 1172 tokens, one process; modes interleaved.",
+        )
+    ]
+    if "writeback" in data:
+        sections.append(
+            C.Section(
+                "Writeback: runs right after 1 GiB was written without fsync, against after sync",
+                _writeback_table(data["writeback"], data["cases"]),
+                "Each row: one fresh process, its sub-runs separated by ' / '.",
+            )
+        )
+    return sections
+
+
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
     p.add_argument("--child", choices=MODES, help=argparse_hidden())
@@ -205,82 +287,15 @@ def main() -> None:
     p.add_argument("--subruns", type=int, default=3, help="sub-runs per process")
     p.add_argument("--no-writeback", action="store_true", help="skip the writeback table")
     args = p.parse_args()
-    design = (
-        {"warmup": 5, "blocks": 6, "iterations": 5}
-        if args.quick
-        else {"warmup": 50, "blocks": 20, "iterations": 20}
-    )
-    cases = ["audio"] if args.quick else list(CASES)
     if args.child:
+        design, cases = _design(args.quick)
         subruns = 2 if args.quick else args.subruns
         child(args.child, subruns, design, cases, args.cpu_core or 0)
         return
     session = C.Session("variance_sources", args)
-    processes = 2 if args.quick else args.processes
-    results = []
-    for i in range(processes):
-        for mode in MODES:
-            print(f"process {i + 1}/{processes}: {mode}", file=sys.stderr, flush=True)
-            results.append(_spawn(mode, args, session.core))
-    table = C.markdown_table(
-        [
-            "mode",
-            "case",
-            "processes",
-            "sub-runs each",
-            "mean reduction %",
-            "SD within a process (pp)",
-            "SD between processes (pp)",
-            "process-level SD (pp)",
-            "mean half-width of one sub-run (pp)",
-        ],
-        _decomposition(results, cases),
-        align="llrrrrrrr",
-    )
-    session.add(
-        "Spread within and between processes",
-        table,
-        f"Design per sub-run: {design}, 1172 tokens, one process; modes interleaved.",
-    )
-    placements = {
-        mode: sorted({r["placement"]["anon_huge_kb"] for r in results if r["mode"] == mode})
-        for mode in MODES
-    }
-    session.data.update({"results": results, "placements": placements})
-    if not args.quick and not args.no_writeback:
-        rows = _writeback(args, session.core, session)
-        session.add(
-            "Writeback: runs right after 1 GiB was written without fsync, against after sync",
-            C.markdown_table(
-                [
-                    "condition",
-                    "Dirty at start (MiB)",
-                    "Dirty at end (MiB)",
-                    "wall (s)",
-                    *(f"{c} reduction % (half-width)" for c in cases),
-                ],
-                [
-                    [
-                        cond,
-                        start,
-                        end,
-                        wall,
-                        *(
-                            " / ".join(
-                                f"{s[c]['reduction']:.1f} (±{s[c]['half_width']:.2f})"
-                                for s in res["sub"]
-                            )
-                            for c in cases
-                        ),
-                    ]
-                    for cond, start, end, wall, res in rows
-                ],
-                align="lrrr" + "l" * len(cases),
-            ),
-            "Each row: one fresh process, its sub-runs separated by ' / '.",
-        )
-        session.data["writeback"] = rows
-    session.finish()
+    data = measure(args, session)
+    fields = ("results", "placements", "writeback")
+    C.publish(session, tabulate(data), {k: data[k] for k in fields if k in data})
 
 
 def argparse_hidden() -> str:

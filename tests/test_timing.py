@@ -60,8 +60,10 @@ def test_time_calls_records_three_clocks_per_call():
 def test_time_calls_host_latency_excludes_the_sync_before():
     samples = timing.time_calls(lambda: None, 5, sync=lambda: _busy(2000))
     for host, _cpu, completion in samples:
-        assert host < 1000
-        assert completion >= 2000  # the sync after the call is part of completion
+        # The 2 ms sync after the call is part of completion and never of host latency
+        # (a preemption inside the host window lengthens both, so compare them).
+        assert completion - host >= 1999
+    assert sorted(host for host, _, _ in samples)[2] < 1000  # median: an empty call
 
 
 def test_measure_pair_records_every_block_and_reports_progress():

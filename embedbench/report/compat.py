@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from embedbench.cases import CASES, EXPECTED_LOOKUPS
+from embedbench.harness import windows
 from embedbench.harness.timing import METRIC_ORDER, TIMER_SCOPE
 from embedbench.report import summary
 from embedbench.report.schema import ORIGINAL_FORMAT, PR_VERSION_KEYS
@@ -40,7 +41,17 @@ def upgrade_metadata(original: dict[str, Any]) -> dict[str, Any]:
         "refs": {"candidate_ref": "WORKTREE"},
         "cpu_frequency_source": "recorded by the original script (sysfs or /proc/cpuinfo)",
         "synthetic": False,
+        # The PR script's own window: the order embedbench's default (``pr``) follows.
+        "timing_window": windows.PR,
     }
+
+
+def with_timing_window(metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` with its timing window: recorded since the PR's window became the
+    default; an embedbench directory written before that was timed in ``legacy``."""
+    if metadata.get("timing_window"):
+        return metadata
+    return {**metadata, "timing_window": windows.LEGACY}
 
 
 def upgrade_duplicated(metadata: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,12 @@ from typing import Any
 from embedbench.errors import OutputDirError
 from embedbench.harness.timing import AA_SCOPE
 from embedbench.report import schema
-from embedbench.report.compat import upgrade_duplicated, upgrade_original, upgrade_records
+from embedbench.report.compat import (
+    upgrade_duplicated,
+    upgrade_original,
+    upgrade_records,
+    with_timing_window,
+)
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 METADATA = "metadata.json"
@@ -296,6 +301,7 @@ def load_results(directory: str | Path) -> RunResult:
         metadata, validation, summary = data[METADATA], data[VALIDATION], data[SUMMARY]
         if metadata["schema_version"] < 3:
             metadata = upgrade_duplicated(metadata)
+        metadata = with_timing_window(metadata)
     return RunResult(path, metadata, records, validation, summary, aa_records)
 
 

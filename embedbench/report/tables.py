@@ -25,7 +25,6 @@ from embedbench.harness import stats, sysinfo, windows
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 from embedbench.report.markdown import frame_markdown
 from embedbench.report.results import RunResult, load_results
-from embedbench.report.schema import ORIGINAL_FORMAT
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
 PR_ALIGN = "lrrr"
@@ -445,16 +444,9 @@ class MixedWindowsError(ConfigError):
 
 
 def timing_window(metadata: dict[str, Any]) -> str:
-    """The timing window a result directory was measured with (``windows``).
-
-    Recorded since the PR's window became the default; the PR script's own output
-    used the PR's window; any other directory without the field was measured by
-    embedbench before that, in the ``legacy`` window.
-    """
-    recorded = metadata.get("timing_window")
-    if recorded:
-        return str(recorded)
-    return windows.PR if metadata.get("source_format") == ORIGINAL_FORMAT else windows.LEGACY
+    """The timing window a loaded result was measured with (``windows``; ``load_results``
+    names it for older directories and the original script's, see ``compat``)."""
+    return str(metadata["timing_window"])
 
 
 def reference_name(reference: dict[str, Any]) -> str:
