@@ -88,7 +88,7 @@ def test_signal_mid_run_leaves_valid_files_marked_interrupted(small_checkpoint, 
 def test_a_crash_inside_a_wrapper_is_recorded_and_the_run_goes_on(
     small_checkpoint, tmp_path, monkeypatch, capsys
 ):
-    def flaky_target(config, facts, table, device):
+    def flaky_target(config, facts, table):
         target = build_reference_target(table, facts)
         fixed = target.variants["fixed"]
         calls = {"n": 0}
