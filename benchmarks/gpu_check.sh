@@ -58,9 +58,9 @@ fi
 
 # 2. The package's dependencies, without installing any.
 missing=$("$PYTHON" - <<'EOF'
-import importlib
-mods = ["safetensors", "numpy", "pandas", "scipy", "tabulate", "tqdm", "platformdirs",
-        "psutil", "jsonschema", "matplotlib"]
+import importlib.util  # by name: `import importlib` alone has no .util on Python 3.12+
+mods = ["safetensors", "numpy", "pandas", "scipy", "tqdm", "platformdirs", "jsonschema",
+        "matplotlib"]
 print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
 EOF
 )
@@ -71,9 +71,25 @@ fi
     || fail "embedbench does not import from $ROOT (run: $PYTHON -c 'import embedbench.cli')"
 
 OUT=${OUT:-$(mktemp -d -t embedbench-gpu-check.XXXXXX)}
+RUN_DIR="$OUT/run"
+# A rerun with the same OUT would have `embedbench run` refuse the old directory and this
+# script render the old run as if new: refuse it here, before anything is written.
+[ ! -e "$RUN_DIR" ] || fail "$RUN_DIR exists from an earlier check; set OUT to a new folder (or remove that one)"
 mkdir -p "$OUT"
 export EMBEDBENCH_CACHE=${EMBEDBENCH_CACHE:-${TMPDIR:-/tmp}/embedbench-gpu-check-cache}
-RUN_DIR="$OUT/run"
+
+# 3. The pinned core: --cpu-core when given, else the least busy allowed core over 0.5 s
+# (the lowest one, the run's default, is often busy with interrupts on a GPU box).
+core_args=()
+case " $* " in
+    *" --cpu-core "* | *" --cpu-core="*) core_note="as given (--cpu-core)" ;;
+    *)
+        core=$("$PYTHON" -c 'import sys; sys.path.insert(0, "benchmarks"); import _common as C; print(C.least_busy_core(C.busy_shares(0.5)))') \
+            || fail "could not sample the cores' load from /proc/stat; pass --cpu-core N"
+        core_args=(--cpu-core "$core")
+        core_note="$core, the least busy allowed core over 0.5 s"
+        ;;
+esac
 REPORT="$OUT/gpu_check.md"
 TIMEOUT=${GPU_CHECK_TIMEOUT:-270}
 
@@ -88,18 +104,19 @@ TIMEOUT=${GPU_CHECK_TIMEOUT:-270}
     echo "- host CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), nproc $(nproc)"
     echo "- git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
     echo "- EMBEDBENCH_CACHE: $EMBEDBENCH_CACHE"
+    echo "- pinned core: $core_note"
     echo
 } | tee "$REPORT"
 
 start=$(date +%s)
 set +e
 timeout "$TIMEOUT" "$PYTHON" -m embedbench run --device "$DEVICE" --lengths 1172 4096 \
-    --output-dir "$RUN_DIR" --no-progress "$@" 2> >(tee "$OUT/run.stderr" >&2) >"$OUT/run.stdout"
+    --output-dir "$RUN_DIR" --no-progress "${core_args[@]}" "$@" 2> >(tee "$OUT/run.stderr" >&2) >"$OUT/run.stdout"
 rc=$?
 set -e
 elapsed=$(( $(date +%s) - start ))
 echo "- embedbench run: exit $rc after ${elapsed} s (synthetic build included when the cache was empty)" | tee -a "$REPORT"
-if [ ! -f "$RUN_DIR/metadata.json" ]; then
+if [ ! -f "$RUN_DIR/metadata.json" ] || [ "$rc" -eq 2 ]; then
     echo "gpu_check: the run wrote no results (exit $rc); see $OUT/run.stderr" >&2
     exit "$rc"
 fi
@@ -128,7 +145,7 @@ for i, name in enumerate(meta["metric_order"]):
     p5, p50, p95 = np.percentile(v, [5, 50, 95])
     print(f"| {name} | {p50:.3f} | {p5:.3f} | {p95:.3f} |")
 print()
-ref = json.loads(resources.files("embedbench").joinpath("data/pr7477_h100.json").read_text())
+ref = json.loads(resources.files("embedbench.report").joinpath("data/pr7477_h100.json").read_text())
 print(f"#### The PR's table ({ref['environment']['gpu']}, {ref['tokens']} tokens, real checkpoint)")
 print()
 print("| Input | Before (μs) | After (μs) | Host latency reduction |")

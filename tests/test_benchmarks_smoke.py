@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,62 @@ def test_lm_shim_quick(small_checkpoint: Path, tmp_path: Path) -> None:
     runs = json.loads(out.read_text())["runs"]
     assert [r["shim"] for r in runs] == ["flat", "production"]
     assert all(r["embedding_class"].endswith("ReferenceVocabEmbedding") for r in runs)
+
+
+def _gpu_check_python_snippets() -> list[str]:
+    """The Python each `"$PYTHON" - <<'EOF'` heredoc of gpu_check.sh feeds the interpreter."""
+    text = (BENCH / "gpu_check.sh").read_text()
+    parts = re.split(r"<<'EOF'[^\n]*\n", text)[1:]
+    return [part.split("\nEOF\n", 1)[0] for part in parts]
+
+
+def test_gpu_check_python_steps_need_no_implicit_imports() -> None:
+    """Run isolated (-I -S: no site, nothing pre-imported) as Python 3.12+ behaves, where
+    `import importlib` alone leaves importlib.util unset (the crash of issue 15)."""
+    snippets = _gpu_check_python_snippets()
+    assert len(snippets) >= 3
+    dependency_check = next(s for s in snippets if "find_spec" in s)
+    res = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", dependency_check],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    for snippet in snippets:
+        compile(snippet, "gpu_check.sh", "exec")
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_on_the_cpu_and_a_rerun_is_refused(
+    small_checkpoint: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHON=sys.executable, OUT=str(out), GPU_CHECK_DEVICE="cpu")
+    flags = ["--model", str(small_checkpoint), "--cases", "text", "audio", "--allow-busy"]
+    flags += ["--warmup", "2", "--blocks", "4", "--iterations", "3", "--processes", "2"]
+
+    def check() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(BENCH / "gpu_check.sh"), *flags],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    first = check()
+    assert first.returncode == 0, first.stderr[-2000:]
+    report = (out / "gpu_check.md").read_text()
+    assert "DRY RUN ON THE CPU" in report and "least busy allowed core" in report
+    assert "#### The PR's table (" in report and "H100" in report and "| Audio |" in report
+    written = (out / "run" / "metadata.json").read_bytes()
+
+    again = check()
+    assert again.returncode == 2
+    assert again.stderr.strip().splitlines() == [
+        f"gpu_check: {out / 'run'} exists from an earlier check; "
+        "set OUT to a new folder (or remove that one)"
+    ]
+    assert (out / "run" / "metadata.json").read_bytes() == written  # nothing overwritten

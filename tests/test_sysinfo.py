@@ -43,6 +43,8 @@ def test_provenance_records_allowed_environment_and_no_secret(tmp_path, monkeypa
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")  # makes every launch synchronous
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     monkeypatch.setenv("PYTORCH_SECRET_THING", "FAKEpytorchSECRET")
     text = json.dumps(sysinfo.provenance(0, devices.describe(torch.device("cpu"))))
     for name, value in SECRETS.items():
@@ -51,6 +53,8 @@ def test_provenance_records_allowed_environment_and_no_secret(tmp_path, monkeypa
     assert "FAKEpytorchSECRET" not in text
     record = json.loads(text)
     assert record["environment"]["OMP_NUM_THREADS"] == "3"
+    assert record["environment"]["CUDA_LAUNCH_BLOCKING"] == "1"
+    assert record["environment"]["TORCH_CUDA_ARCH_LIST"] == "9.0"
 
 
 def test_provenance_has_the_machine_and_software_facts():

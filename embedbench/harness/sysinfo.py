@@ -21,7 +21,8 @@ from typing import Any
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 PROC_CPUINFO = Path("/proc/cpuinfo")
 
-ENV_ALLOW = ("OMP_*", "MKL_*", "CUDA_VISIBLE_DEVICES", "PYTORCH_*", "VLLM_*")
+# CUDA_* and TORCH_* too: CUDA_LAUNCH_BLOCKING=1 would make every launch synchronous.
+ENV_ALLOW = ("OMP_*", "MKL_*", "CUDA_*", "PYTORCH_*", "TORCH_*", "VLLM_*")
 ENV_DENY = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
