@@ -15,8 +15,11 @@
 #     GPU_CHECK_DEVICE   cuda (default); "cpu" is a dry run of this script's own path on a
 #                        machine without a GPU (for testing the script; not a GPU result)
 #
-# Installs nothing: the package is used from this checkout through PYTHONPATH, and its
-# dependencies must already be importable (a missing one is named, with the pip line).
+# The package is used from this checkout through PYTHONPATH. Dependencies the image lacks
+# (platformdirs, jsonschema, ...) are installed from .whl/ when the checkout carries one
+# (benchmarks/gpu_wheels.sh, run ahead where an index is reachable) into a temporary
+# folder, offline; torch is never installed or touched. Never `make` or `pip install -e .`
+# here: that would pull a multi-GB torch.
 # Exit codes: 0 done; 2 no CUDA or a missing dependency (one line on stderr, nothing run);
 # otherwise the exit code of `embedbench run` (124: ran past GPU_CHECK_TIMEOUT).
 set -euo pipefail
@@ -56,16 +59,36 @@ EOF
 ) || fail "$cuda_state; run this on a machine with a CUDA GPU and a CUDA build of torch"
 fi
 
-# 2. The package's dependencies, without installing any.
-missing=$("$PYTHON" - <<'EOF'
+# 2. The package's dependencies. Those missing are installed from .whl/ when the checkout
+# carries it (benchmarks/gpu_wheels.sh), with --no-index --no-deps into a temporary
+# folder that this script removes; torch and the rest of the image are never touched.
+missing_modules() {
+    "$PYTHON" - <<'EOF'
 import importlib.util  # by name: `import importlib` alone has no .util on Python 3.12+
 mods = ["safetensors", "numpy", "pandas", "scipy", "tqdm", "platformdirs", "jsonschema",
         "matplotlib"]
 print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
 EOF
-)
+}
+missing=$(missing_modules)
+deps_note="all importable from $PYTHON"
+WHEELS="$ROOT/.whl"
+if [ -n "$missing" ] && compgen -G "$WHEELS/*.whl" >/dev/null; then
+    DEPS=$(mktemp -d -t embedbench-gpu-check-deps.XXXXXX)
+    trap 'rm -rf "$DEPS"' EXIT
+    # Distribution names from the wheel files; pip picks the ones for this Python.
+    names=$(for w in "$WHEELS"/*.whl; do basename "$w" | cut -d- -f1; done | sort -u)
+    # shellcheck disable=SC2086  # names is a word list
+    "$PYTHON" -m pip install --disable-pip-version-check --quiet --no-index --no-deps \
+        --find-links "$WHEELS" --target "$DEPS" $names >"$DEPS.log" 2>&1 \
+        || fail "installing $missing from $WHEELS failed ($(tail -1 "$DEPS.log")); rebuild it with bash benchmarks/gpu_wheels.sh --python-version $("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+    rm -f "$DEPS.log"
+    export PYTHONPATH="$PYTHONPATH:$DEPS"
+    deps_note="$missing installed from .whl/ (--no-index --no-deps) into a temporary folder"
+    missing=$(missing_modules)
+fi
 if [ -n "$missing" ]; then
-    fail "missing Python packages: $missing; install them (e.g. pip install $missing) or use an env that has them"
+    fail "missing Python packages: $missing; run bash benchmarks/gpu_wheels.sh --python-version X.Y where an index is reachable and copy .whl/ here, or pip install $missing"
 fi
 "$PYTHON" -c "import embedbench.cli" 2>/dev/null \
     || fail "embedbench does not import from $ROOT (run: $PYTHON -c 'import embedbench.cli')"
@@ -105,6 +128,7 @@ TIMEOUT=${GPU_CHECK_TIMEOUT:-270}
     echo "- git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
     echo "- EMBEDBENCH_CACHE: $EMBEDBENCH_CACHE"
     echo "- pinned core: $core_note"
+    echo "- dependencies: $deps_note"
     echo
 } | tee "$REPORT"
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -175,3 +177,96 @@ def test_gpu_check_dry_run_on_the_cpu_and_a_rerun_is_refused(
         "set OUT to a new folder (or remove that one)"
     ]
     assert (out / "run" / "metadata.json").read_bytes() == written  # nothing overwritten
+
+
+# What benchmarks/gpu_wheels.sh fetches: embedbench's needs beyond a typical CUDA image.
+NOT_IN_A_GPU_IMAGE = ("platformdirs", "jsonschema", "attr", "referencing", "rpds")
+
+
+def _gpu_image_python(tmp_path: Path) -> Path:
+    """An interpreter that sees this venv's packages minus NOT_IN_A_GPU_IMAGE (and their
+    dist-info), as a CUDA image with torch, numpy, pandas, ... but not those would."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    image = tmp_path / "image-site"
+    image.mkdir()
+    for entry in site.iterdir():
+        name = entry.name.lower().replace("-", "_")
+        if entry.suffix == ".pth" or name.startswith(
+            ("attrs", "__editable__", "embedbench", *NOT_IN_A_GPU_IMAGE)
+        ):
+            continue
+        (image / entry.name).symlink_to(entry)
+    wrapper = tmp_path / "python"
+    base = getattr(sys, "_base_executable", sys.executable)
+    # -S: the base interpreter's own site-packages stay out; PYTHONPATH is still read.
+    wrapper.write_text(
+        f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{image}" exec {base} -S "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.slow
+def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
+    small_checkpoint: Path, tmp_path: Path
+) -> None:
+    """gpu_wheels.sh fetches the wheels (here, with an index); gpu_check.sh then runs on an
+    image without platformdirs and jsonschema with no index (PIP_NO_INDEX=1) and imports
+    them from a copy of that folder."""
+    wheels = tmp_path / "fetched"
+    fetch = subprocess.run(
+        ["bash", str(BENCH / "gpu_wheels.sh"), "--dest", str(wheels)],
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert fetch.returncode == 0, fetch.stderr[-2000:]
+    fetched = sorted(p.name.split("-")[0].lower() for p in wheels.glob("*.whl"))
+    assert {"platformdirs", "jsonschema", "referencing", "rpds_py"} <= set(fetched)
+    assert not {"torch", "numpy", "pandas", "scipy"} & set(fetched)
+
+    python = _gpu_image_python(tmp_path)
+    probe = (
+        "import importlib.util as u; "
+        "print([m for m in ('jsonschema', 'platformdirs', 'torch') if u.find_spec(m)])"
+    )
+    seen = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+    assert seen.stdout.strip() == "['torch']", seen.stderr  # the image: torch, not the two
+
+    checkout = tmp_path / "checkout"  # a copy of the checkout carrying .whl/
+    shutil.copytree(
+        ROOT,
+        checkout,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".cache", ".git", ".whl", "embedbench-results", "*.egg-info"
+        ),
+    )
+    shutil.copytree(wheels, checkout / ".whl")
+    out = tmp_path / "out"
+    scratch = tmp_path / "tmp"  # TMPDIR: where the temporary install folder goes
+    scratch.mkdir()
+    env = dict(os.environ, PYTHON=str(python), OUT=str(out), GPU_CHECK_DEVICE="cpu")
+    env.update(
+        TMPDIR=str(scratch),
+        PIP_NO_INDEX="1",
+        PIP_INDEX_URL="http://127.0.0.1:9/none",
+        PIP_FIND_LINKS="",
+    )
+    env.pop("PYTHONPATH", None)
+    flags = ["--model", str(small_checkpoint), "--cases", "audio", "--allow-busy"]
+    flags += ["--warmup", "2", "--blocks", "4", "--iterations", "3", "--processes", "2"]
+    res = subprocess.run(
+        ["bash", str(checkout / "benchmarks" / "gpu_check.sh"), *flags],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = (out / "gpu_check.md").read_text()
+    assert "- dependencies: platformdirs jsonschema installed from .whl/" in report
+    meta = json.loads((out / "run" / "metadata.json").read_text())
+    assert meta["status"] == "complete" and meta["device"] == "cpu"
+    assert not list(scratch.glob("embedbench-gpu-check-deps.*"))  # removed on exit
