@@ -56,7 +56,7 @@ from embedbench.harness.timing import (
     measure_timer_floor,
 )
 from embedbench.measure import Event, Share, calls_per_share, measure_share
-from embedbench.omni import checkpoint
+from embedbench.omni import checkpoint, families
 from embedbench.omni.targets import VARIANTS
 from embedbench.report import summary
 from embedbench.report.results import ResultsWriter, RunResult, check_output_dir
@@ -140,10 +140,13 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         )["repo"]
     code_fresh = check_loaded_code(config, checkout=checkout)
     if config.model is None:
-        model_dir = checkpoint.default_synthetic_checkpoint(progress=log)
+        family = families.requested_family(config.family, has_model=False)
+        model_dir = checkpoint.default_synthetic_checkpoint(progress=log, family=family)
     else:
         model_dir = Path(config.model).expanduser()
     facts = checkpoint.read_thinker_facts(model_dir)
+    # The family is the checkpoint's; a --family it contradicts is refused here (exit 2).
+    families.check_family(config.family, facts.family, facts.family_source, model_dir)
     location = checkpoint.locate_embedding(model_dir, facts)
     return PreparedRun(
         config=config,
@@ -238,6 +241,8 @@ def _metadata(
         "timing_window": config.timing_window,
         "timing_window_description": windows.describe(config.timing_window),
         "lm_shim": config.lm_shim,
+        "family": prepared.facts.family,
+        "family_source": prepared.facts.family_source,
         "workers": [],
         "lengths": list(config.lengths),
         "cases": list(config.cases),

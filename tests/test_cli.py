@@ -99,6 +99,7 @@ RUN_FLAGS = {
     "--processes": "value",
     "--timing-window": "value",
     "--lm-shim": "value",
+    "--family": "value",
     "--no-progress": "switch",
 }
 
@@ -132,6 +133,7 @@ def test_run_flags_reach_the_config():
             *("--blocks", "8", "--iterations", "4", "--device", "cpu", "--seed", "9"),
             *("--output-dir", "/o", "--overwrite", "--allow-busy", "--aa"),
             *("--processes", "2", "--timing-window", "tight", "--lm-shim", "production"),
+            *("--family", "qwen3-omni"),
         ]
     )
     assert config_from_args(args) == RunConfig(
@@ -155,6 +157,7 @@ def test_run_flags_reach_the_config():
         processes=2,
         timing_window="tight",
         lm_shim="production",
+        family="qwen3-omni",
     )
 
 
