@@ -31,6 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 import embedbench
+from embedbench.cases import AUTO_FAMILY, DEFAULT_FAMILY
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.harness import devices, freshness, stats, sysinfo, windows
@@ -136,7 +137,10 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         from embedbench.omni.targets.vllm_omni import check_vllm_omni_source
 
         checkout = check_vllm_omni_source(
-            repo=config.repo, baseline_ref=config.baseline_ref, candidate_ref=config.candidate_ref
+            repo=config.repo,
+            baseline_ref=config.baseline_ref,
+            candidate_ref=config.candidate_ref,
+            family=_source_family(config),
         )["repo"]
     code_fresh = check_loaded_code(config, checkout=checkout)
     if config.model is None:
@@ -162,6 +166,19 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
     )
 
 
+def _source_family(config: RunConfig) -> str:
+    """The family whose thinker the vllm-omni target reads from git, known before the
+    checkpoint is checked: the named one, the embedded default's, or the one --model's
+    config.json says (a bad checkpoint is reported later, in its turn)."""
+    family = families.requested_family(config.family, has_model=config.model is not None)
+    if family != AUTO_FAMILY:
+        return family
+    try:
+        return checkpoint.read_thinker_facts(Path(config.model).expanduser()).family
+    except EmbedbenchError:
+        return DEFAULT_FAMILY
+
+
 def check_loaded_code(
     config: RunConfig, *, checkout: str | None = None
 ) -> freshness.FreshnessReport:
@@ -175,10 +192,10 @@ def check_loaded_code(
     names = freshness.imported_modules(PIPELINE_MODULES, package="embedbench")
     measured: tuple[str, ...] = ()
     if config.target == "vllm-omni":
-        from embedbench.omni.targets.vllm_omni import MEASURED, loaded_modules
+        from embedbench.omni.targets.vllm_omni import MEASURED_BY_FAMILY, loaded_modules
 
         names += loaded_modules()
-        measured = (MEASURED,)
+        measured = tuple(MEASURED_BY_FAMILY.values())
     return freshness.check_modules(names, checkout=checkout, named_first=measured)
 
 
