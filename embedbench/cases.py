@@ -31,3 +31,42 @@ EXPECTED_LOOKUPS: dict[str, dict[str, int]] = {
     case: ({"baseline": 1, "fixed": 1} if case == "text" else {"baseline": 2, "fixed": 1})
     for case in CASES
 }
+
+# Model families (issue 14). The family comes from the checkpoint's config.json
+# (``model_type``); ``auto`` takes it from there, a named family must agree with it.
+# What the report side shows (names, labels, expected lookups) lives here, torch-free;
+# what only the run side needs (classes, source paths, config keys, published geometry)
+# lives in :mod:`embedbench.omni.families`.
+QWEN25_OMNI = "qwen2.5-omni"
+QWEN3_OMNI = "qwen3-omni"
+FAMILIES: tuple[str, ...] = (QWEN25_OMNI, QWEN3_OMNI)
+AUTO_FAMILY = "auto"
+# The embedded default (no --model) and what a result without a ``family`` field measured.
+DEFAULT_FAMILY = QWEN25_OMNI
+
+FAMILY_LABELS: dict[str, str] = {QWEN25_OMNI: "Qwen2.5-Omni", QWEN3_OMNI: "Qwen3-Omni"}
+
+# config.json ``model_type`` of each family's published checkpoints.
+FAMILY_MODEL_TYPES: dict[str, str] = {QWEN25_OMNI: "qwen2_5_omni", QWEN3_OMNI: "qwen3_omni_moe"}
+
+# The vLLM-Omni pull request that removed each family's redundant lookup.
+FAMILY_PRS: dict[str, str] = {QWEN25_OMNI: "#7477", QWEN3_OMNI: "#7573"}
+
+# Qwen3-Omni (PR #7573): text-only, empty multimodal and interleaved audio/video input
+# keep a single lookup in both forms; the other multimodal cases drop from two to one.
+EXPECTED_LOOKUPS_BY_FAMILY: dict[str, dict[str, dict[str, int]]] = {
+    QWEN25_OMNI: EXPECTED_LOOKUPS,
+    QWEN3_OMNI: {
+        case: (
+            {"baseline": 1, "fixed": 1}
+            if case in ("text", "interleaved")
+            else {"baseline": 2, "fixed": 1}
+        )
+        for case in CASES
+    },
+}
+
+
+def expected_lookups(family: str, case: str) -> dict[str, int]:
+    """Text lookups per call of each variant that ``family``'s two forms make on ``case``."""
+    return dict(EXPECTED_LOOKUPS_BY_FAMILY[family][case])

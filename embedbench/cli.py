@@ -19,6 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from embedbench.cases import DEFAULT_FAMILY, FAMILIES
 from embedbench.config import RunConfig, cli_flag, parse_float, parse_int
 from embedbench.errors import EmbedbenchError
 from embedbench.report.markdown import frame_markdown
@@ -99,9 +100,21 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--cpu-core", help="core to pin (default: lowest allowed core)")
     st.add_argument("--allow-busy", action="store_true", help="run even on a busy core")
     st.add_argument("--json", metavar="OUT.json", help="also write the result as JSON")
-    syn = sub.add_parser("synth-checkpoint", help="write a synthetic Qwen2.5-Omni checkpoint")
+    syn = sub.add_parser(
+        "synth-checkpoint", help="write a synthetic Qwen2.5-Omni or Qwen3-Omni checkpoint"
+    )
     syn.add_argument("directory")
-    syn.add_argument("--hidden", default="3584", help="hidden size (default 3584, the 7B's)")
+    syn.add_argument(
+        "--hidden",
+        help="hidden size (default: the published model's, 3584 for Qwen2.5-Omni-7B, "
+        "2048 for Qwen3-Omni-30B-A3B)",
+    )
+    syn.add_argument(
+        "--family",
+        default=DEFAULT_FAMILY,
+        metavar="{" + ",".join(FAMILIES) + "}",
+        help=f"whose config layout, token ids and vocab (default {DEFAULT_FAMILY})",
+    )
     syn.add_argument("--seed", default="7451", help="seed of the embedding values")
     parser.description, parser.epilog = _top_level_help(list(sub.choices))
     return parser
@@ -236,8 +249,9 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
-    hidden_size = parse_int("--hidden", args.hidden, minimum=1)
+    hidden_size = None if args.hidden is None else parse_int("--hidden", args.hidden, minimum=1)
     seed = parse_int("--seed", args.seed)
+    family = RunConfig._coerce_choice("--family", args.family, FAMILIES)
     from embedbench.omni import checkpoint
 
     path = checkpoint.write_synthetic_checkpoint(
@@ -245,6 +259,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         hidden_size=hidden_size,
         seed=seed,
         progress=lambda m: print(m, file=sys.stderr, flush=True),
+        family=family,
     )
     print(path)
     return EXIT_OK

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedbench.cases import CASE_LABELS, CASES, MIN_TOKENS
+from embedbench.cases import AUTO_FAMILY, CASE_LABELS, CASES, FAMILIES, MIN_TOKENS
 from embedbench.errors import ConfigError
 from embedbench.harness.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 
@@ -27,6 +27,9 @@ DEVICES = ("auto", "cpu", "cuda")
 # The language model the thinker shim looks text up through (issue 11): "flat" is the PR
 # script's one-level shim, "production" the served Qwen2ForCausalLM -> Qwen2Model chain.
 LM_SHIMS = ("flat", "production")
+# The thinker family (issue 14): auto takes it from the checkpoint's config.json
+# (model_type); without --model, auto is the embedded default, Qwen2.5-Omni.
+FAMILY_CHOICES = (AUTO_FAMILY, *FAMILIES)
 DEFAULT_RESULTS_ROOT = "embedbench-results"
 # Worker processes per run (issue 10): chosen from the between-run measurements in
 # docs/PERFORMANCE.md, the fewest whose interval predicts a rerun on the CI machine.
@@ -179,6 +182,12 @@ class RunConfig:
         "flat (the PR script's lookup) or production (served call depth)",
         metavar="{" + ",".join(LM_SHIMS) + "}",
     )
+    family: str = _param(
+        AUTO_FAMILY,
+        "auto (the checkpoint's model_type; no model: qwen2.5-omni), qwen2.5-omni or "
+        "qwen3-omni; a family the checkpoint contradicts is refused",
+        metavar="{" + ",".join(FAMILY_CHOICES) + "}",
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -209,6 +218,7 @@ class RunConfig:
         set_(self, "iterations", parse_int("iterations", self.iterations, minimum=1))
         set_(self, "device", self._coerce_choice("device", self.device, DEVICES))
         set_(self, "lm_shim", self._coerce_choice("lm_shim", self.lm_shim, LM_SHIMS))
+        set_(self, "family", self._coerce_choice("family", self.family, FAMILY_CHOICES))
         set_(self, "seed", parse_int("seed", self.seed))
         set_(self, "overwrite", _as_bool("overwrite", self.overwrite))
         set_(self, "allow_busy", _as_bool("allow_busy", self.allow_busy))

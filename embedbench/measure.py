@@ -270,6 +270,7 @@ def _measure_case(
         hidden_size=facts.hidden_size,
         device=share.device,
         tag=target.tag,
+        deepstack_levels=facts.deepstack_levels,
     )
     check = validate_scenario(target, scenario)
     emit(

@@ -31,6 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 import embedbench
+from embedbench.cases import AUTO_FAMILY, DEFAULT_FAMILY
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.harness import devices, freshness, stats, sysinfo, windows
@@ -56,7 +57,7 @@ from embedbench.harness.timing import (
     measure_timer_floor,
 )
 from embedbench.measure import Event, Share, calls_per_share, measure_share
-from embedbench.omni import checkpoint
+from embedbench.omni import checkpoint, families
 from embedbench.omni.targets import VARIANTS
 from embedbench.report import summary
 from embedbench.report.results import ResultsWriter, RunResult, check_output_dir
@@ -136,14 +137,20 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         from embedbench.omni.targets.vllm_omni import check_vllm_omni_source
 
         checkout = check_vllm_omni_source(
-            repo=config.repo, baseline_ref=config.baseline_ref, candidate_ref=config.candidate_ref
+            repo=config.repo,
+            baseline_ref=config.baseline_ref,
+            candidate_ref=config.candidate_ref,
+            family=_source_family(config),
         )["repo"]
     code_fresh = check_loaded_code(config, checkout=checkout)
     if config.model is None:
-        model_dir = checkpoint.default_synthetic_checkpoint(progress=log)
+        family = families.requested_family(config.family, has_model=False)
+        model_dir = checkpoint.default_synthetic_checkpoint(progress=log, family=family)
     else:
         model_dir = Path(config.model).expanduser()
     facts = checkpoint.read_thinker_facts(model_dir)
+    # The family is the checkpoint's; a --family it contradicts is refused here (exit 2).
+    families.check_family(config.family, facts.family, facts.family_source, model_dir)
     location = checkpoint.locate_embedding(model_dir, facts)
     return PreparedRun(
         config=config,
@@ -159,6 +166,19 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
     )
 
 
+def _source_family(config: RunConfig) -> str:
+    """The family whose thinker the vllm-omni target reads from git, known before the
+    checkpoint is checked: the named one, the embedded default's, or the one --model's
+    config.json says (a bad checkpoint is reported later, in its turn)."""
+    family = families.requested_family(config.family, has_model=config.model is not None)
+    if family != AUTO_FAMILY:
+        return family
+    try:
+        return checkpoint.read_thinker_facts(Path(config.model).expanduser()).family
+    except EmbedbenchError:
+        return DEFAULT_FAMILY
+
+
 def check_loaded_code(
     config: RunConfig, *, checkout: str | None = None
 ) -> freshness.FreshnessReport:
@@ -172,10 +192,10 @@ def check_loaded_code(
     names = freshness.imported_modules(PIPELINE_MODULES, package="embedbench")
     measured: tuple[str, ...] = ()
     if config.target == "vllm-omni":
-        from embedbench.omni.targets.vllm_omni import MEASURED, loaded_modules
+        from embedbench.omni.targets.vllm_omni import MEASURED_BY_FAMILY, loaded_modules
 
         names += loaded_modules()
-        measured = (MEASURED,)
+        measured = tuple(MEASURED_BY_FAMILY.values())
     return freshness.check_modules(names, checkout=checkout, named_first=measured)
 
 
@@ -238,6 +258,8 @@ def _metadata(
         "timing_window": config.timing_window,
         "timing_window_description": windows.describe(config.timing_window),
         "lm_shim": config.lm_shim,
+        "family": prepared.facts.family,
+        "family_source": prepared.facts.family_source,
         "workers": [],
         "lengths": list(config.lengths),
         "cases": list(config.cases),

@@ -99,6 +99,7 @@ RUN_FLAGS = {
     "--processes": "value",
     "--timing-window": "value",
     "--lm-shim": "value",
+    "--family": "value",
     "--no-progress": "switch",
 }
 
@@ -132,6 +133,7 @@ def test_run_flags_reach_the_config():
             *("--blocks", "8", "--iterations", "4", "--device", "cpu", "--seed", "9"),
             *("--output-dir", "/o", "--overwrite", "--allow-busy", "--aa"),
             *("--processes", "2", "--timing-window", "tight", "--lm-shim", "production"),
+            *("--family", "qwen3-omni"),
         ]
     )
     assert config_from_args(args) == RunConfig(
@@ -155,6 +157,7 @@ def test_run_flags_reach_the_config():
         processes=2,
         timing_window="tight",
         lm_shim="production",
+        family="qwen3-omni",
     )
 
 
@@ -203,6 +206,34 @@ def test_run_with_the_production_shim_records_it(small_checkpoint, tmp_path):
         "ReferenceLanguageModel.embed_input_ids -> ReferenceTextModel.embed_input_ids ->"
     )
     assert [row["calls"] for row in result.validation] == [{"baseline": 2, "fixed": 1}]
+
+
+def test_run_a_qwen3_omni_checkpoint_end_to_end(tmp_path):
+    """issue 14: the family from config.json, the Qwen3-Omni replica, its expected counts
+    (interleaved keeps one lookup) and the DeepStack buffer compared."""
+    model = tmp_path / "q3"
+    synth = _run("synth-checkpoint", str(model), "--family", "qwen3-omni", "--hidden", "16")
+    assert synth.returncode == 0, synth.stderr
+    out = tmp_path / "out"
+    proc = _run(
+        *("run", "--model", str(model), *QUICK, "--cases", "image", "interleaved"),
+        *("--processes", "1", "--output-dir", str(out), "--no-progress"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = load_results(out)
+    assert result.metadata["family"] == "qwen3-omni"
+    assert result.metadata["family_source"] == "model_type"
+    assert result.metadata["config"]["family"] == "auto"
+    assert "Qwen3OmniMoeThinker" in result.metadata["target_info"]["replica_of"]
+    calls = {row["case"]: row["calls"] for row in result.validation}
+    assert calls == {
+        "image": {"baseline": 2, "fixed": 1},
+        "interleaved": {"baseline": 1, "fixed": 1},
+    }
+    for row in result.validation:
+        assert row["ok"] and row["deepstack_equal"] is True
+        assert row["compared"] == ["output", "deepstack_buffer"]
+    assert all(row["valid"] for row in result.summary)
 
 
 def test_synth_checkpoint_command(tmp_path):

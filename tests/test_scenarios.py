@@ -282,3 +282,55 @@ def test_device_placement_mask_stays_on_cpu():
     assert scenario.input_ids.dtype == torch.int32
     assert all(e.device.type == "meta" for e in scenario.multimodal_embeddings)
     assert scenario.is_multimodal.device.type == "cpu"
+
+
+# ----------------------------------------------------------------- DeepStack (Qwen3-Omni)
+
+Q3_IDS = SimpleNamespace(audio_token_id=151675, image_token_id=151655, video_token_id=151656)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_deepstack_width_is_on_vision_embeddings_only(case):
+    levels = 3
+    scenario = build_scenario(
+        case, 300, token_ids=Q3_IDS, hidden_size=HIDDEN, tag=tag, deepstack_levels=levels
+    )
+    assert scenario.deepstack_levels == levels
+    for index, embedding in enumerate(scenario.multimodal_embeddings or []):
+        vision = embedding.modality in ("image", "video")
+        assert embedding.shape[1] == ((levels + 1) * HIDDEN if vision else HIDDEN)
+        parts = embedding.split(HIDDEN, dim=-1)
+        assert torch.equal(parts[0], torch.full_like(parts[0], fill_value(index)))
+        fills = [float(p[0, 0]) for p in parts[1:]]
+        assert all(
+            torch.equal(p, torch.full_like(p, f)) for p, f in zip(parts[1:], fills, strict=True)
+        )
+        assert fills == [-(index + 1) - (level + 1) / 4 for level in range(len(fills))]
+    if case != "text":
+        ids = scenario.input_ids[scenario.is_multimodal].unique().tolist()
+        assert set(ids) <= {151675, 151655, 151656}
+
+
+def test_deepstack_scenario_gives_each_call_a_fresh_list():
+    scenario = build_scenario(
+        "image", 300, token_ids=Q3_IDS, hidden_size=HIDDEN, tag=tag, deepstack_levels=3
+    )
+    seen = []
+
+    def wrapper(ids, embeddings, *, is_multimodal):
+        seen.append(embeddings)
+        embeddings[0] = embeddings[0][:, :HIDDEN]  # as Qwen3-Omni's wrapper does
+        return ids
+
+    call_variant(wrapper, scenario)
+    call_variant(wrapper, scenario)
+    assert seen[0] is not seen[1] and seen[0] is not scenario.multimodal_embeddings
+    assert scenario.multimodal_embeddings[0].shape[1] == 4 * HIDDEN
+    plain = build("image")
+    call_variant(lambda ids, e, *, is_multimodal: seen.append(e), plain)
+    assert seen[-1] is plain.multimodal_embeddings  # Qwen2.5-Omni: the list itself, as before
+
+
+def test_deepstack_levels_must_be_a_count():
+    with pytest.raises(ConfigError, match="deepstack_levels"):
+        build("image", deepstack_levels=-1)

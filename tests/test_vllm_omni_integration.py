@@ -11,6 +11,11 @@ would leave ``vllm_omni`` to the installed package and never test that import. O
 the thinker differs between the commits, so the measured change is the PR's alone.
 Both wheels are downloaded at test time into the cache, never committed.
 
+Qwen3-Omni (issue 14, PR #7573) gets its own repository built the same way: the 0.30.0
+package with 0.28.0's Qwen3-Omni thinker in the first commit and 0.30.0's in the
+second; a synthetic Qwen3-Omni checkpoint; its lookup counts, equal outputs and equal
+DeepStack buffers, and the replica checked bit for bit against both real forms.
+
 The error tests (bad repository, ref, file, class, method, source, missing vLLM)
 need no vLLM: they run in this interpreter with a small fake checkout.
 """
@@ -35,10 +40,11 @@ import torch.nn.functional as F
 from helpers import QUICK, commit_all, git
 from torch import nn
 
+from embedbench.cases import QWEN3_OMNI, expected_lookups
 from embedbench.cli import main
 from embedbench.config import LM_SHIMS
 from embedbench.errors import EmbedbenchError
-from embedbench.omni import checkpoint
+from embedbench.omni import checkpoint, families
 from embedbench.omni.scenarios import CASES
 from embedbench.omni.targets.reference import FlatLanguageModel
 from embedbench.omni.targets.vllm_omni import (
@@ -144,27 +150,48 @@ def _wheel(python: Path, version: str) -> Path:
     return target
 
 
-@pytest.fixture(scope="module")
-def omni_repo(omni_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A checkout-like repository: 0.28.0's thinker in commit 1, 0.30.0's in commit 2."""
-    baseline_wheel = _wheel(omni_python, BASELINE_VERSION)
-    candidate_wheel = _wheel(omni_python, CANDIDATE_VERSION)
+def _checkout_like(
+    python: Path, tmp_path_factory: pytest.TempPathFactory, thinker_path: str
+) -> dict[str, str]:
+    """The 0.30.0 package with 0.28.0's ``thinker_path`` in commit 1, 0.30.0's in commit 2."""
+    baseline_wheel = _wheel(python, BASELINE_VERSION)
+    candidate_wheel = _wheel(python, CANDIDATE_VERSION)
     repo = tmp_path_factory.mktemp("vllm-omni-checkout")
     with zipfile.ZipFile(candidate_wheel) as wheel:
         members = [n for n in wheel.namelist() if n.startswith("vllm_omni/")]
         wheel.extractall(repo, members)
-        fixed = wheel.read(THINKER_PATH)
+        fixed = wheel.read(thinker_path)
     with zipfile.ZipFile(baseline_wheel) as wheel:
-        baseline = wheel.read(THINKER_PATH)
+        baseline = wheel.read(thinker_path)
     assert baseline != fixed
     (repo / ".gitignore").write_text("__pycache__/\n")
     git(repo, "init", "-q")
-    thinker = repo / THINKER_PATH
+    thinker = repo / thinker_path
     thinker.write_bytes(baseline)
     first = commit_all(repo, f"thinker of vllm-omni {BASELINE_VERSION}")
     thinker.write_bytes(fixed)
     second = commit_all(repo, f"thinker of vllm-omni {CANDIDATE_VERSION}")
     return {"repo": str(repo), "first": first, "second": second}
+
+
+@pytest.fixture(scope="module")
+def omni_repo(omni_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A checkout-like repository: 0.28.0's thinker in commit 1, 0.30.0's in commit 2."""
+    return _checkout_like(omni_python, tmp_path_factory, THINKER_PATH)
+
+
+@pytest.fixture(scope="module")
+def qwen3_repo(omni_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The same for Qwen3-Omni: 0.28.0's Qwen3-Omni thinker, then 0.30.0's."""
+    return _checkout_like(omni_python, tmp_path_factory, families.QWEN3.thinker_path)
+
+
+@pytest.fixture(scope="module")
+def qwen3_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic Qwen3-Omni checkpoint: the published vocab and token ids, 32 wide."""
+    return checkpoint.write_synthetic_checkpoint(
+        tmp_path_factory.mktemp("q3") / "ckpt", hidden_size=32, family=QWEN3_OMNI
+    )
 
 
 def _run_omni(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -347,6 +374,87 @@ def test_replica_matches_the_real_classes_bit_for_bit(
         assert path == {"lookups": lookups, "hooks": dict.fromkeys(REAL_PATH[lm_shim], lookups)}
 
 
+QWEN3_THINKER = f"{families.QWEN3.thinker_module}.{families.QWEN3.thinker_class}"
+# Qwen3-Omni's served chain: vLLM's Qwen3MoeForCausalLM -> Qwen3MoeModel.
+QWEN3_REAL_PATH = {
+    "flat": ["VocabParallelEmbedding.forward"],
+    "production": [
+        "Qwen3MoeForCausalLM.embed_input_ids",
+        "Qwen3MoeModel.embed_input_ids",
+        "VocabParallelEmbedding.forward",
+    ],
+}
+VISION_CASES = {"image", "video", "mixed", "interleaved"}
+
+
+def test_qwen3_real_thinker_baseline_from_git_candidate_from_checkout(
+    omni_python, qwen3_repo, qwen3_checkpoint, tmp_path
+):
+    """issue 14: the family (from config.json) picks Qwen3-Omni's class and path; the
+    counts of PR #7573, equal outputs and equal DeepStack buffers on the real code."""
+    out = tmp_path / "out"
+    proc = _run_omni(
+        omni_python,
+        *("-m", "embedbench", "run", "--target", "vllm-omni", "--repo", qwen3_repo["repo"]),
+        *("--baseline-ref", qwen3_repo["first"], "--model", str(qwen3_checkpoint)),
+        *QUICK,
+        *("--output-dir", str(out), "--no-progress"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    validation = _load_json(out, "validation.json")
+    assert {row["case"] for row in validation} == set(CASES)
+    for row in validation:
+        assert row["calls"] == expected_lookups(QWEN3_OMNI, row["case"]), row
+        assert row["torch_equal"] is True and row["ok"] is True, row
+        assert row["deepstack_equal"] is True, row
+        assert row["compared"] == ["output", "deepstack_buffer"], row
+    meta = _load_json(out, "metadata.json")
+    assert meta["family"] == QWEN3_OMNI and meta["family_source"] == "model_type"
+    assert meta["refs"]["baseline_sha"] == qwen3_repo["first"]
+    assert meta["checkout"] == qwen3_repo["second"] and meta["dirty"] is False
+    info = meta["target_info"]
+    assert info["thinker_class"] == QWEN3_THINKER
+    assert info["source_path"] == families.QWEN3.thinker_path
+    assert info["deepstack_visual_indexes"] == [8, 16, 24]
+    assert info["code_filenames"]["baseline"].startswith(f"<git {qwen3_repo['first']}:")
+    assert all(row["valid"] for row in _load_json(out, "summary.json"))
+
+
+@pytest.mark.parametrize("lm_shim", LM_SHIMS)
+def test_qwen3_replica_matches_the_real_classes_bit_for_bit(
+    omni_python, qwen3_repo, qwen3_checkpoint, lm_shim
+):
+    """The output and the DeepStack buffer of every call, both forms, both shims."""
+    proc = _run_omni(
+        omni_python,
+        str(REPLICA_CHECK),
+        *("--repo", qwen3_repo["repo"], "--baseline-ref", qwen3_repo["first"]),
+        *("--model", str(qwen3_checkpoint), "--lengths", "300", "1172", "--lm-shim", lm_shim),
+    )
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    wrong = [row for row in report["rows"] if not row["ok"]]
+    assert proc.returncode == 0 and not wrong, wrong
+    assert report["family"] == QWEN3_OMNI
+    assert len(report["rows"]) == 2 * 2 * (len(CASES) + 3)
+    for row in report["rows"]:
+        assert row["equal"] and row["deepstack_equal"], row
+        if row["case"] in CASES:
+            assert (
+                row["calls"]["vllm-omni"]
+                == expected_lookups(QWEN3_OMNI, row["case"])[row["variant"]]
+            ), row
+            assert row["deepstack_stored"] == (row["case"] in VISION_CASES), row
+    assert report["call_depth"]["same"] is True, report["call_depth"]
+    assert report["table_shared"] is True
+    for variant, lookups in (("baseline", 2), ("fixed", 1)):
+        path = report["real_path"][variant]
+        assert path == {
+            "lookups": lookups,
+            "hooks": dict.fromkeys(QWEN3_REAL_PATH[lm_shim], lookups),
+        }
+
+
 def test_a_reused_kernel_refuses_to_measure_the_old_thinker_after_a_checkout(
     omni_python, omni_repo, small_checkpoint, tmp_path
 ):
@@ -497,6 +605,15 @@ def test_option_like_ref_is_refused(fake_repo, small_checkpoint, tmp_path, capsy
     argv[at : at + 2] = ["--baseline-ref=--output=/tmp/x"]
     err = _refused(capsys, argv, out)
     assert "must not start with '-'" in err
+
+
+def test_a_qwen3_checkpoint_reads_the_qwen3_thinker_from_git(fake_repo, tmp_path, capsys):
+    """The family picks the path: a checkout without Qwen3-Omni's thinker is refused for
+    a Qwen3-Omni checkpoint, in one line naming that path."""
+    model = checkpoint.write_synthetic_checkpoint(tmp_path / "q3", hidden_size=8, family=QWEN3_OMNI)
+    out = tmp_path / "out"
+    err = _refused(capsys, _omni_argv(fake_repo["repo"], fake_repo["good"], model, out), out)
+    assert f"{families.QWEN3.thinker_path} does not exist at" in err, err
 
 
 def test_candidate_ref_is_checked_too(fake_repo, small_checkpoint, tmp_path, capsys):

@@ -1,4 +1,8 @@
-"""Qwen2.5-Omni checkpoint access: config facts, the embedding table, and a synthetic stand-in.
+"""Qwen-Omni checkpoint access: config facts, the embedding table, and a synthetic stand-in.
+
+The checkpoint's family (Qwen2.5-Omni or Qwen3-Omni, issue 14) comes from its
+config.json (``model_type``, see :mod:`embedbench.omni.families`); both keep the text
+table under the same key.
 
 Only ``thinker.model.embed_tokens.weight`` is ever read from a checkpoint. It is located
 through ``model.safetensors.index.json`` (or a single ``model.safetensors``), its header is
@@ -30,7 +34,9 @@ import platformdirs
 import torch
 from safetensors.torch import save_file
 
+from embedbench.cases import DEFAULT_FAMILY
 from embedbench.errors import CheckpointError, ConfigError, one_line
+from embedbench.omni import families
 from embedbench.omni.safetensors_header import header_entry, read_header
 
 EMBEDDING_KEY = "thinker.model.embed_tokens.weight"
@@ -38,17 +44,11 @@ INDEX_NAME = "model.safetensors.index.json"
 FINGERPRINT_VERSION = "embedbench-fingerprint-v1"
 SINGLE_FILE_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
-QWEN25_OMNI_7B_VOCAB = 152064
-QWEN25_OMNI_7B_HIDDEN = 3584
+QWEN25_OMNI_7B_VOCAB = families.QWEN25.vocab_size
+QWEN25_OMNI_7B_HIDDEN = families.QWEN25.hidden_size
 
 # Token ids of Qwen2.5-Omni-7B (thinker_config), written into synthetic checkpoints.
-QWEN25_OMNI_7B_TOKEN_IDS: dict[str, int] = {
-    "audio_token_index": 151646,
-    "image_token_index": 151655,
-    "video_token_index": 151656,
-    "audio_start_token_id": 151647,
-    "audio_end_token_id": 151648,
-}
+QWEN25_OMNI_7B_TOKEN_IDS: dict[str, int] = dict(families.QWEN25.token_ids)
 
 SYNTHETIC_MARKER = "embedbench_synthetic"
 SYNTHETIC_FORMAT_VERSION = 1
@@ -57,7 +57,7 @@ DEFAULT_SEED = 7451
 _CHUNK_ROWS = 2048
 # Temporary build directories older than this are leftovers of a killed builder.
 _STALE_TMP_SECONDS = 6 * 3600
-_FIX_HINT = "pass a Qwen2.5-Omni checkpoint directory"
+_FIX_HINT = "pass a Qwen2.5-Omni or Qwen3-Omni checkpoint directory"
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,13 @@ class ThinkerFacts:
     audio_end_token_id: int | None
     dtype: str
     thinker_config: dict = field(hash=False, repr=False)
+    # The family (embedbench.cases.FAMILIES) and how config.json told it
+    # ("model_type", "thinker_config.model_type", "architectures" or "default").
+    family: str = DEFAULT_FAMILY
+    family_source: str = "default"
+    # DeepStack levels (len of vision_config.deepstack_visual_indexes; 0: no DeepStack):
+    # vision embeddings then carry (levels + 1) x hidden_size features.
+    deepstack_levels: int = 0
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,15 @@ def read_thinker_facts(model_dir: str | Path) -> ThinkerFacts:
         raise _fail(f"{where} is not a JSON object; {_FIX_HINT}")
     thinker = config.get("thinker_config")
     if not isinstance(thinker, dict):
-        raise _fail(f"{where} has no thinker_config; pass a Qwen2.5-Omni checkpoint directory")
+        raise _fail(f"{where} has no thinker_config; {_FIX_HINT}")
+    try:
+        family, family_source = families.family_of_config(config)
+    except families.UnknownModelType as exc:
+        known = ", ".join(f.model_type for f in families.FAMILY.values())
+        raise _fail(
+            f"{where}: model_type {str(exc)!r} is not a family embedbench measures "
+            f"(model_type {known}); {_FIX_HINT}"
+        ) from None
     text = thinker.get("text_config")
     if not isinstance(text, dict):
         raise _fail(f"{where} has no thinker_config.text_config; {_FIX_HINT}")
@@ -161,6 +176,19 @@ def read_thinker_facts(model_dir: str | Path) -> ThinkerFacts:
             )
         return value
 
+    deepstack_levels = 0
+    if families.FAMILY[family].deepstack:
+        vision = thinker.get("vision_config")
+        indexes = vision.get("deepstack_visual_indexes") if isinstance(vision, dict) else None
+        if not isinstance(indexes, list) or not all(_is_int(i) for i in indexes):
+            raise _fail(
+                f"{where}: thinker_config.vision_config.deepstack_visual_indexes is "
+                f"{'missing' if indexes is None else repr(indexes)}, expected a list of "
+                f"layer indexes (a {families.FAMILY[family].label} checkpoint has one); "
+                f"{_FIX_HINT}"
+            )
+        deepstack_levels = len(indexes)
+
     dtype = text.get("torch_dtype", text.get("dtype"))
     return ThinkerFacts(
         hidden_size=sizes["hidden_size"],
@@ -172,6 +200,9 @@ def read_thinker_facts(model_dir: str | Path) -> ThinkerFacts:
         audio_end_token_id=token_id(("audio_end_token_id",), False),
         dtype=dtype if isinstance(dtype, str) and dtype else "bfloat16",
         thinker_config=thinker,
+        family=family,
+        family_source=family_source,
+        deepstack_levels=deepstack_levels,
     )
 
 
@@ -308,30 +339,21 @@ def load_embedding_table(
 # --------------------------------------------------------------------------- synthetic
 
 
-def _synthetic_config(hidden_size: int, vocab_size: int, seed: int) -> dict[str, Any]:
-    return {
-        "architectures": ["Qwen2_5OmniModel"],
-        "model_type": "qwen2_5_omni",
-        "torch_dtype": "bfloat16",
-        SYNTHETIC_MARKER: {
-            "version": SYNTHETIC_FORMAT_VERSION,
-            "seed": seed,
-            "hidden_size": hidden_size,
-            "vocab_size": vocab_size,
-        },
-        "thinker_config": {
-            "model_type": "qwen2_5_omni_thinker",
-            **QWEN25_OMNI_7B_TOKEN_IDS,
-            "text_config": {
-                "model_type": "qwen2_5_omni_text",
-                "hidden_size": hidden_size,
-                "vocab_size": vocab_size,
-                "torch_dtype": "bfloat16",
-            },
-        },
-        "talker_config": {"model_type": "qwen2_5_omni_talker"},
-        "token2wav_config": {"model_type": "qwen2_5_omni_token2wav"},
+def _synthetic_config(
+    hidden_size: int, vocab_size: int, seed: int, family: str = DEFAULT_FAMILY
+) -> dict[str, Any]:
+    """The family's published config layout and token ids, with the synthetic sizes."""
+    config = families.get(family).synthetic_config(hidden_size, vocab_size)
+    marker = {
+        "version": SYNTHETIC_FORMAT_VERSION,
+        "seed": seed,
+        "hidden_size": hidden_size,
+        "vocab_size": vocab_size,
     }
+    if family != DEFAULT_FAMILY:  # the Qwen2.5-Omni marker (and fingerprint) as before
+        marker["family"] = family
+    head = {k: config.pop(k) for k in ("architectures", "model_type", "torch_dtype")}
+    return {**head, SYNTHETIC_MARKER: marker, **config}
 
 
 def _seeded_table(vocab_size: int, hidden_size: int, seed: int) -> torch.Tensor:
@@ -371,7 +393,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_files(tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_shards: int) -> None:
+def _write_files(
+    tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_shards: int, family: str
+) -> None:
     """Write config.json, the index and the shards into ``tmp``; the embedding goes last.
 
     Each file is fsync'ed once written, and then ``tmp`` itself, so nothing of the
@@ -407,7 +431,7 @@ def _write_files(tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_sh
     shards.clear()  # drop the table before writing the small JSON files
     index = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
     (tmp / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
-    config = _synthetic_config(hidden_size, vocab_size, seed)
+    config = _synthetic_config(hidden_size, vocab_size, seed, family)
     (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     for name in (INDEX_NAME, CONFIG_NAME):
         _fsync_file(tmp / name)
@@ -421,13 +445,18 @@ def _format_gb(nbytes: int) -> str:
 def write_synthetic_checkpoint(
     directory: str | Path,
     *,
-    hidden_size: int = QWEN25_OMNI_7B_HIDDEN,
-    vocab_size: int = QWEN25_OMNI_7B_VOCAB,
+    hidden_size: int | None = None,
+    vocab_size: int | None = None,
     seed: int = DEFAULT_SEED,
     num_shards: int = 2,
     progress: Callable[[str], None] | None = None,
+    family: str = DEFAULT_FAMILY,
 ) -> Path:
     """Write a seeded synthetic checkpoint with the real file layout; return its directory.
+
+    ``family`` picks the published config layout and token ids (Qwen2.5-Omni-7B or
+    Qwen3-Omni-30B-A3B-Instruct); ``hidden_size`` and ``vocab_size`` default to that
+    model's text table.
 
     The files are written into a temporary sibling directory that is renamed into place at
     the end, so ``directory`` never holds a half-written checkpoint. The files and the
@@ -435,13 +464,16 @@ def write_synthetic_checkpoint(
     returns the data is on disk, not pending writeback. ``directory`` must not exist or be
     empty.
     """
-    max_token = max(QWEN25_OMNI_7B_TOKEN_IDS.values())
+    spec = families.get(family)
+    hidden_size = spec.hidden_size if hidden_size is None else hidden_size
+    vocab_size = spec.vocab_size if vocab_size is None else vocab_size
+    max_token = max(spec.token_ids.values())
     if not _is_int(hidden_size) or hidden_size <= 0:
         raise ConfigError(f"synthetic checkpoint: hidden_size {hidden_size!r} must be an int > 0")
     if not _is_int(vocab_size) or vocab_size <= max_token:
         raise ConfigError(
             f"synthetic checkpoint: vocab_size {vocab_size!r} must be an int > {max_token} "
-            f"(the Qwen2.5-Omni token ids must fit)"
+            f"(the {spec.label} token ids must fit)"
         )
     if not _is_int(num_shards) or num_shards < 2:
         raise ConfigError(f"synthetic checkpoint: num_shards {num_shards!r} must be an int >= 2")
@@ -477,7 +509,7 @@ def write_synthetic_checkpoint(
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
-        _write_files(tmp, hidden_size, vocab_size, seed, num_shards)
+        _write_files(tmp, hidden_size, vocab_size, seed, num_shards, family)
         tmp.chmod(0o755)
         try:
             os.rename(tmp, target)  # atomic; replaces an empty directory, fails on a full one
@@ -528,12 +560,16 @@ def _remove_stale_builds(target: Path) -> None:
 
 
 def default_synthetic_checkpoint(
-    hidden_size: int = QWEN25_OMNI_7B_HIDDEN,
+    hidden_size: int | None = None,
     *,
     progress: Callable[[str], None] | None = None,
+    family: str = DEFAULT_FAMILY,
 ) -> Path:
-    """The cached synthetic checkpoint with the real vocab; built once, then reused."""
-    name = f"qwen2.5-omni-synthetic-{QWEN25_OMNI_7B_VOCAB}x{hidden_size}-bf16-v1"
+    """The cached synthetic checkpoint of ``family`` with the real vocab (and by default
+    the real hidden size); built once, then reused."""
+    spec = families.get(family)
+    hidden_size = spec.hidden_size if hidden_size is None else hidden_size
+    name = f"{spec.name}-synthetic-{spec.vocab_size}x{hidden_size}-bf16-v1"
     target = synthetic_cache_dir() / name
     if _is_complete(target):
         return target
@@ -542,9 +578,10 @@ def default_synthetic_checkpoint(
         return write_synthetic_checkpoint(
             target,
             hidden_size=hidden_size,
-            vocab_size=QWEN25_OMNI_7B_VOCAB,
+            vocab_size=spec.vocab_size,
             seed=DEFAULT_SEED,
             progress=progress,
+            family=family,
         )
     except CheckpointError:
         if _is_complete(target):  # a concurrent builder won the rename race

@@ -33,6 +33,8 @@ TEXT_ID_HIGH = 10000
 SEED_BASE = 7451
 
 MODALITIES: tuple[str, ...] = ("audio", "image", "video")
+# The modalities whose embeddings carry DeepStack levels (Qwen3-Omni's vision encoder).
+VISION: frozenset[str] = frozenset({"image", "video"})
 
 
 # Distinct within a case and exactly representable in bfloat16 (and in every float
@@ -41,6 +43,15 @@ def fill_value(index: int) -> float:
     """The fill of the ``index``-th multimodal embedding (first-appearance order): index + 1,
     as the PR script fills them (1, 2, 3, ...)."""
     return float(index + 1)
+
+
+def deepstack_fill_value(index: int, level: int, levels: int) -> float:
+    """The fill of DeepStack level ``level`` (0-based, of ``levels``) of the ``index``-th
+    embedding: negative, so never a main-scale value, and a distinct binary fraction per
+    level (``-(index + 1) - (level + 1) / 4`` for three levels), exact in bfloat16; so a
+    level written to the wrong place, or the wrong level, shows up."""
+    step = 2.0 ** -max(1, levels.bit_length())
+    return -float(index + 1) - (level + 1) * step
 
 
 # (modality, count) per run, in sequence order. Non-interleaved runs are separated
@@ -80,6 +91,8 @@ class Scenario:
     is_multimodal: torch.Tensor | None
     multimodal_embeddings: list[torch.Tensor] | None
     runs: tuple[PlaceholderRun, ...]
+    # DeepStack levels of the vision embeddings (Qwen3-Omni: 3; 0: none, Qwen2.5-Omni).
+    deepstack_levels: int = 0
 
     @property
     def modalities(self) -> tuple[str, ...]:
@@ -150,6 +163,7 @@ def build_scenario(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.bfloat16,
     tag: Callable[[torch.Tensor, str], torch.Tensor],
+    deepstack_levels: int = 0,
 ) -> Scenario:
     """Build the inputs of one case at one length.
 
@@ -159,11 +173,20 @@ def build_scenario(
     the multimodal embeddings are one ``(rows, hidden_size)`` tensor per modality
     in first-appearance order, on ``device``, the ``i``-th filled with ``fill_value(i)``
     (i + 1, as the PR script) and passed through ``tag(tensor, modality)``.
+
+    With ``deepstack_levels`` k > 0 (Qwen3-Omni), image and video embeddings carry the
+    DeepStack width, ``(k + 1) * hidden_size`` features: the main scale (filled as
+    above) followed by k levels of ``hidden_size`` each (``deepstack_fill_value``).
+    Audio embeddings keep ``hidden_size``.
     """
     _check_case(case)
     tokens = _check_tokens(tokens)
     if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1:
         raise ConfigError(f"hidden_size must be a positive integer, got {hidden_size!r}")
+    if isinstance(deepstack_levels, bool) or not isinstance(deepstack_levels, int):
+        raise ConfigError(f"deepstack_levels must be an integer >= 0, got {deepstack_levels!r}")
+    if deepstack_levels < 0:
+        raise ConfigError(f"deepstack_levels must be an integer >= 0, got {deepstack_levels!r}")
     runs = placeholder_runs(case)
 
     generator = torch.Generator().manual_seed(SEED_BASE + tokens)
@@ -178,6 +201,7 @@ def build_scenario(
             is_multimodal=None,
             multimodal_embeddings=None,
             runs=runs,
+            deepstack_levels=deepstack_levels,
         )
 
     id_of = _token_id_map(token_ids)
@@ -188,15 +212,18 @@ def build_scenario(
         is_multimodal[run.start : run.stop] = True
         rows[run.modality] = rows.get(run.modality, 0) + run.count
 
-    embeddings = [
-        tag(
-            torch.full(
-                (rows[modality], hidden_size), fill_value(index), dtype=dtype, device=device
-            ),
-            modality,
-        )
-        for index, modality in enumerate(_first_appearance(runs))
-    ]
+    def rows_of(index: int, modality: str) -> torch.Tensor:
+        levels = deepstack_levels if modality in VISION else 0
+        fills = [fill_value(index)] + [
+            deepstack_fill_value(index, level, levels) for level in range(levels)
+        ]
+        width = (levels + 1) * hidden_size
+        embedding = torch.empty((rows[modality], width), dtype=dtype, device=device)
+        for part, fill in enumerate(fills):
+            embedding[:, part * hidden_size : (part + 1) * hidden_size] = fill
+        return tag(embedding, modality)
+
+    embeddings = [rows_of(i, m) for i, m in enumerate(_first_appearance(runs))]
     return Scenario(
         case=case,
         label=CASE_LABELS[case],
@@ -205,6 +232,7 @@ def build_scenario(
         is_multimodal=is_multimodal,
         multimodal_embeddings=embeddings,
         runs=runs,
+        deepstack_levels=deepstack_levels,
     )
 
 
@@ -213,9 +241,13 @@ def call_variant(fn: Callable[..., torch.Tensor], scenario: Scenario) -> torch.T
 
     For the text case both are None, which both wrapper forms delegate to the
     parent's single text lookup.
+
+    With DeepStack (Qwen3-Omni) each call gets a fresh list of the same tensors: that
+    wrapper replaces each vision entry of the list by its main-scale view, in place, so
+    a reused list would reach the next call already split (the engine builds a new list
+    per step). Both variants pay the same copy.
     """
-    return fn(
-        scenario.input_ids,
-        scenario.multimodal_embeddings,
-        is_multimodal=scenario.is_multimodal,
-    )
+    embeddings = scenario.multimodal_embeddings
+    if scenario.deepstack_levels and embeddings is not None:
+        embeddings = list(embeddings)
+    return fn(scenario.input_ids, embeddings, is_multimodal=scenario.is_multimodal)

@@ -1,5 +1,10 @@
 """Pre-timing validation: lookup counts per variant and ``torch.equal`` of the outputs.
 
+The expected counts are the target's family's (:mod:`embedbench.omni.families`). For a
+family with DeepStack (Qwen3-Omni) the buffer each variant stores through
+``_set_deepstack_input_embeds`` is compared too, with ``torch.equal``; the row's
+``compared`` says what was compared.
+
 A mismatch is recorded in a :class:`ValidationResult`, never raised: the run goes
 on, the case is marked invalid, and what differed is written to ``validation.json``.
 """
@@ -15,8 +20,9 @@ import torch
 
 # EXPECTED_LOOKUPS (SPEC §2) lives in the torch-free embedbench.cases; importable from here.
 from embedbench.cases import EXPECTED_LOOKUPS as EXPECTED_LOOKUPS
-from embedbench.cases import VARIANTS
-from embedbench.omni.scenarios import Scenario, call_variant
+from embedbench.cases import VARIANTS, expected_lookups
+from embedbench.omni import families
+from embedbench.omni.scenarios import VISION, Scenario, call_variant
 from embedbench.omni.targets import Target
 
 _ATTRIBUTE = "embed_input_ids"
@@ -75,6 +81,11 @@ class ValidationResult:
     torch_equal: bool
     ok: bool
     mismatch: dict[str, Any] | None = field(default=None)
+    family: str = families.DEFAULT_FAMILY
+    # What torch.equal compared: the outputs, and for DeepStack the buffer too.
+    compared: tuple[str, ...] = ("output",)
+    # torch.equal of the two DeepStack buffers (None: the family has none).
+    deepstack_equal: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +100,9 @@ class ValidationResult:
             "same_input_wrapper_torch_equal": self.torch_equal,
             "ok": self.ok,
             "mismatch": self.mismatch,
+            "family": self.family,
+            "compared": list(self.compared),
+            **({} if self.deepstack_equal is None else {"deepstack_equal": self.deepstack_equal}),
         }
 
 
@@ -128,6 +142,42 @@ def _describe_difference(outputs: dict[str, torch.Tensor]) -> dict[str, Any]:
     return detail
 
 
+DEEPSTACK_BUFFER = "deepstack_buffer"
+
+
+def take_deepstack_buffer(model: Any) -> torch.Tensor | None:
+    """The DeepStack buffer's valid rows as one ``(levels, tokens, hidden)`` copy (None
+    when nothing is stored), then cleared: rows zeroed, no valid rows. Reads the
+    attributes the real class and the replica share (``deepstack_input_embeds``, a list
+    per level, and ``deepstack_input_embeds_num_tokens``)."""
+    buffers = getattr(model, "deepstack_input_embeds", None)
+    count = getattr(model, "deepstack_input_embeds_num_tokens", 0)
+    if not buffers or not count:
+        return None
+    snapshot = torch.stack([level[:count] for level in buffers])  # a copy
+    for level in buffers:
+        level[:count].zero_()
+    model.deepstack_input_embeds_num_tokens = 0
+    return snapshot
+
+
+def _compare_deepstack(
+    buffers: dict[str, torch.Tensor | None], expect_set: bool
+) -> tuple[bool, dict[str, Any] | None]:
+    """torch.equal (and same dtype) of the two buffers, each set exactly when expected."""
+    state = {name: "set" if b is not None else "not set" for name, b in buffers.items()}
+    if any((b is not None) != expect_set for b in buffers.values()):
+        return False, {**state, "expected": "set" if expect_set else "not set"}
+    base, fixed = buffers["baseline"], buffers["fixed"]
+    if base is None or fixed is None:
+        return True, None
+    if base.dtype == fixed.dtype and bool(torch.equal(base, fixed)):
+        return True, None
+    return False, _describe_difference(
+        {name: b.permute(1, 0, 2) for name, b in buffers.items() if b is not None}
+    )
+
+
 def validate_scenario(target: Target, scenario: Scenario) -> ValidationResult:
     """Run each variant once on ``scenario``, counting text lookups, and compare.
 
@@ -135,15 +185,23 @@ def validate_scenario(target: Target, scenario: Scenario) -> ValidationResult:
     ``torch.equal`` of the two outputs and the same output dtype (``torch.equal``
     alone accepts equal values in different dtypes). Never raises for a mismatch or for an
     exception in a variant: both are recorded in ``mismatch``.
+
+    The expected counts are ``target.family``'s. With DeepStack, each variant starts
+    from an empty buffer and what it stored is compared as well (``deepstack_equal``);
+    a vision case must store one, another case must not.
     """
-    expected = dict(EXPECTED_LOOKUPS[scenario.case])
+    family = families.get(target.family)
+    expected = expected_lookups(family.name, scenario.case)
     calls: dict[str, int] = {}
     outputs: dict[str, torch.Tensor] = {}
+    buffers: dict[str, torch.Tensor | None] = {}
     errors: list[str] = []
 
     with torch.inference_mode():
         for variant in VARIANTS:
             fn = target.variants[variant]
+            if family.deepstack:
+                take_deepstack_buffer(target.model)  # what an earlier call left
             with count_lookups(target.language_model) as counter:
                 try:
                     outputs[variant] = call_variant(fn, scenario)
@@ -151,6 +209,8 @@ def validate_scenario(target: Target, scenario: Scenario) -> ValidationResult:
                     message = str(error).splitlines()[0] if str(error) else ""
                     errors.append(f"{variant} raised {type(error).__name__}: {message}")
             calls[variant] = counter.count
+            if family.deepstack:
+                buffers[variant] = take_deepstack_buffer(target.model)
 
         mismatch: dict[str, Any] = {}
         if errors:
@@ -176,6 +236,17 @@ def validate_scenario(target: Target, scenario: Scenario) -> ValidationResult:
             if not torch_equal or _dtype_of(base) != _dtype_of(fixed):
                 mismatch["outputs"] = _describe_difference(outputs)
 
+        deepstack_equal = None
+        if family.deepstack and not errors:
+            expect_set = scenario.deepstack_levels > 0 and any(
+                m in VISION for m in scenario.modalities
+            )
+            deepstack_equal, difference = _compare_deepstack(buffers, expect_set)
+            if difference is not None:
+                mismatch[DEEPSTACK_BUFFER] = difference
+        elif family.deepstack:
+            deepstack_equal = False
+
     return ValidationResult(
         case=scenario.case,
         tokens=scenario.tokens,
@@ -185,4 +256,7 @@ def validate_scenario(target: Target, scenario: Scenario) -> ValidationResult:
         torch_equal=torch_equal,
         ok=not mismatch,
         mismatch=mismatch or None,
+        family=family.name,
+        compared=("output", DEEPSTACK_BUFFER) if family.deepstack else ("output",),
+        deepstack_equal=deepstack_equal,
     )

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embedbench.cases import CASE_LABELS, CASES
+from embedbench.cases import CASE_LABELS, CASES, DEFAULT_FAMILY, FAMILY_LABELS
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.harness import stats, sysinfo, windows
@@ -393,6 +393,8 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     items = [
         ("status", m.get("status")),
         ("target", m.get("target")),
+        # Results from before issue 14 measured Qwen2.5-Omni, the only family then.
+        ("family", FAMILY_LABELS.get(m.get("family") or DEFAULT_FAMILY, m.get("family"))),
         ("lm shim", m.get("lm_shim")),
         ("language model", (m.get("target_info") or {}).get("language_model")),
         (

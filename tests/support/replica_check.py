@@ -16,6 +16,12 @@ path is also checked with counting hooks on vLLM's own ``Qwen2ForCausalLM``,
 variant on the audio case. Prints one JSON object: per row the lookup counts of both
 targets, whether the outputs are ``torch.equal`` with the same dtype and shape, and
 ``ok``; the two call sequences; the hook counts. Exit code 0 when all agree, else 1.
+
+The checkpoint's family picks the classes (issue 14): for Qwen3-Omni the real
+``Qwen3OmniMoeThinkerForConditionalGeneration`` against the replica, and besides the
+output, the DeepStack buffer each call stores (``_set_deepstack_input_embeds``) must be
+``torch.equal`` too (``deepstack_equal`` per row), with the vision embeddings carrying
+the DeepStack width.
 """
 
 from __future__ import annotations
@@ -33,13 +39,14 @@ from unittest import mock
 import torch
 from calltrace import method_names, python_calls
 
+from embedbench.cases import QWEN3_OMNI
 from embedbench.config import LM_SHIMS, WORKTREE
 from embedbench.omni import checkpoint
 from embedbench.omni.scenarios import CASES, Scenario, build_scenario, call_variant
 from embedbench.omni.targets import VARIANTS, Target, lookup_chain
 from embedbench.omni.targets.reference import build_reference_target
 from embedbench.omni.targets.vllm_omni import build_vllm_omni_target
-from embedbench.omni.validation import count_lookups
+from embedbench.omni.validation import count_lookups, take_deepstack_buffer
 
 EMPTY = "empty-list"
 # A case whose first embedding tensor lacks its last row: both targets must raise alike.
@@ -50,14 +57,24 @@ EXTRA_CASES = (EMPTY, "audio" + SHORT, "interleaved" + SHORT)
 def _scenario(case: str, tokens: int, facts: Any, hidden: int, target: Target) -> Scenario:
     """A case of SPEC §3; the empty embedding list (a zero mask, no rows); or a case
     with one row too few."""
+    levels = facts.deepstack_levels
     if case == EMPTY:
-        text = build_scenario("text", tokens, token_ids=facts, hidden_size=hidden, tag=target.tag)
+        text = build_scenario(
+            "text",
+            tokens,
+            token_ids=facts,
+            hidden_size=hidden,
+            tag=target.tag,
+            deepstack_levels=levels,
+        )
         text.case = EMPTY
         text.is_multimodal = torch.zeros(tokens, dtype=torch.bool)
         text.multimodal_embeddings = []
         return text
     base = case.removesuffix(SHORT)
-    scenario = build_scenario(base, tokens, token_ids=facts, hidden_size=hidden, tag=target.tag)
+    scenario = build_scenario(
+        base, tokens, token_ids=facts, hidden_size=hidden, tag=target.tag, deepstack_levels=levels
+    )
     if case.endswith(SHORT):
         assert scenario.multimodal_embeddings
         first = scenario.multimodal_embeddings[0]
@@ -67,13 +84,24 @@ def _scenario(case: str, tokens: int, facts: Any, hidden: int, target: Target) -
     return scenario
 
 
-def _call(target: Target, variant: str, scenario: Scenario) -> tuple[torch.Tensor | str, int]:
+def _call(
+    target: Target, variant: str, scenario: Scenario
+) -> tuple[torch.Tensor | str, int, torch.Tensor | None]:
+    """The output (or the error), the lookups, and the DeepStack buffer the call stored
+    (None: none stored, or a family without DeepStack)."""
+    take_deepstack_buffer(target.model)  # start from an empty buffer
     with torch.inference_mode(), count_lookups(target.language_model) as counter:
         try:
             out: torch.Tensor | str = call_variant(target.variants[variant], scenario)
         except Exception as exc:  # recorded: the two targets must fail alike too
             out = f"{type(exc).__name__}: {exc}"
-    return out, counter.count
+    return out, counter.count, take_deepstack_buffer(target.model)
+
+
+def _same_buffer(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return _same(a, b)
 
 
 def _same(a: torch.Tensor | str, b: torch.Tensor | str) -> bool:
@@ -82,10 +110,17 @@ def _same(a: torch.Tensor | str, b: torch.Tensor | str) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
 
 
-# vLLM methods a real lookup must pass through (counted by class-level hooks).
+# vLLM methods a real lookup must pass through (counted by class-level hooks), per family.
+EMBEDDING_HOOK = {
+    "vllm.model_executor.layers.vocab_parallel_embedding": ("VocabParallelEmbedding",)
+}
 HOOKED = {
     "vllm.model_executor.models.qwen2": ("Qwen2ForCausalLM", "Qwen2Model"),
-    "vllm.model_executor.layers.vocab_parallel_embedding": ("VocabParallelEmbedding",),
+    **EMBEDDING_HOOK,
+}
+HOOKED_QWEN3 = {
+    "vllm.model_executor.models.qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeModel"),
+    **EMBEDDING_HOOK,
 }
 
 
@@ -98,11 +133,12 @@ def _counting(original: Any, key: str, counts: Counter[str]) -> Any:
 
 
 @contextmanager
-def counting_hooks() -> Iterator[Counter[str]]:
+def counting_hooks(family: str | None = None) -> Iterator[Counter[str]]:
     """Count calls of the real classes' ``embed_input_ids`` / ``forward`` (class level)."""
     counts: Counter[str] = Counter()
+    hooked = HOOKED_QWEN3 if family == QWEN3_OMNI else HOOKED
     with ExitStack() as stack:
-        for module_name, class_names in HOOKED.items():
+        for module_name, class_names in hooked.items():
             for class_name in class_names:
                 cls = getattr(importlib.import_module(module_name), class_name)
                 method = "forward" if class_name == "VocabParallelEmbedding" else "embed_input_ids"
@@ -113,10 +149,17 @@ def counting_hooks() -> Iterator[Counter[str]]:
 
 def real_path(real: Target, facts: Any, hidden: int) -> dict[str, Any]:
     """Hook counts per variant for one audio call, with the lookups counted alike."""
-    scenario = build_scenario("audio", 300, token_ids=facts, hidden_size=hidden, tag=real.tag)
+    scenario = build_scenario(
+        "audio",
+        300,
+        token_ids=facts,
+        hidden_size=hidden,
+        tag=real.tag,
+        deepstack_levels=facts.deepstack_levels,
+    )
     out = {}
     for variant in VARIANTS:
-        hooks, lookups = counting_hooks(), count_lookups(real.language_model)
+        hooks, lookups = counting_hooks(facts.family), count_lookups(real.language_model)
         with torch.inference_mode(), hooks as counts, lookups as counter:
             call_variant(real.variants[variant], scenario)
         out[variant] = {"lookups": counter.count, "hooks": dict(counts)}
@@ -154,9 +197,10 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         for case in (*CASES, *EXTRA_CASES):
             inputs = {t.name: _scenario(case, tokens, facts, hidden, t) for t in (real, replica)}
             for variant in VARIANTS:
-                real_out, real_calls = _call(real, variant, inputs[real.name])
-                ref_out, ref_calls = _call(replica, variant, inputs[replica.name])
+                real_out, real_calls, real_buffer = _call(real, variant, inputs[real.name])
+                ref_out, ref_calls, ref_buffer = _call(replica, variant, inputs[replica.name])
                 equal = _same(real_out, ref_out)
+                deepstack_equal = _same_buffer(real_buffer, ref_buffer)
                 rows.append(
                     {
                         "case": case,
@@ -164,14 +208,17 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
                         "variant": variant,
                         "calls": {"vllm-omni": real_calls, "reference": ref_calls},
                         "equal": equal,
+                        "deepstack_equal": deepstack_equal,
+                        "deepstack_stored": real_buffer is not None,
                         "errors": [o for o in (real_out, ref_out) if isinstance(o, str)],
-                        "ok": equal and real_calls == ref_calls,
+                        "ok": equal and deepstack_equal and real_calls == ref_calls,
                     }
                 )
     depth = call_depth(real, replica)
     shares = lookup_chain(real.language_model)[-1].weight.data_ptr() == table.data_ptr()
     keys = ("thinker_file", "refs", "versions", "lm_shim", "language_model_class")
     return {
+        "family": facts.family,
         "ok": all(row["ok"] for row in rows) and depth["same"] and shares,
         "rows": rows,
         "call_depth": depth,

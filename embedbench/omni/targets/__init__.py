@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from embedbench.cases import DEFAULT_FAMILY
 from embedbench.cases import VARIANTS as VARIANTS  # torch-free home; importable from here
 
 # f(input_ids, multimodal_embeddings=None, *, is_multimodal=None) -> inputs_embeds
@@ -25,7 +26,9 @@ class Target:
     multimodal embedding tensor with its modality and returns it. ``modules`` names
     modules beyond those found from the classes and variants that the freshness check
     (:mod:`embedbench.harness.freshness`) compares with their files; ``checkout`` is the git
-    work tree the code was imported from, if any.
+    work tree the code was imported from, if any. ``family`` is the thinker family
+    (:data:`embedbench.cases.FAMILIES`): it says which lookups validation expects and
+    whether the model keeps a DeepStack buffer to compare.
     """
 
     name: str
@@ -36,6 +39,7 @@ class Target:
     metadata: dict[str, Any] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
     checkout: str | None = None
+    family: str = DEFAULT_FAMILY
 
 
 def qualified_name(obj: Any) -> str:

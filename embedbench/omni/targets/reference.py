@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from embedbench.cases import DEFAULT_FAMILY, QWEN3_OMNI
 from embedbench.config import LM_SHIMS
 from embedbench.omni.targets import Target, lm_metadata
 
@@ -546,7 +547,11 @@ def build_reference_target(table: torch.Tensor, token_ids: Any, lm_shim: str = "
     ``token_ids`` is any object with ``audio_token_id``, ``image_token_id`` and
     ``video_token_id`` (e.g. ``checkpoint.ThinkerFacts``); ``lm_shim`` picks the
     language model (``flat`` or ``production``, mirroring the ``vllm-omni`` target's).
+    Its ``family`` (default Qwen2.5-Omni) picks the replica: a Qwen3-Omni checkpoint's
+    facts give :func:`build_reference_qwen3_target`.
     """
+    if getattr(token_ids, "family", DEFAULT_FAMILY) == QWEN3_OMNI:
+        return build_reference_qwen3_target(table, token_ids, lm_shim)
     config = ReferenceThinkerConfig(
         audio_token_index=token_ids.audio_token_id,
         image_token_index=token_ids.image_token_id,
@@ -565,4 +570,399 @@ def build_reference_target(table: torch.Tensor, token_ids: Any, lm_shim: str = "
         tag=tag_modality,
         metadata={"replica_of": REPLICA_OF, **lm_metadata(lm_shim, language_model)},
         modules=(__name__,),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Qwen3-Omni (vllm_omni qwen3_omni/qwen3_omni_moe_thinker.py, issue 14)
+# --------------------------------------------------------------------------------------
+
+REPLICA_OF_QWEN3 = (
+    "vllm-omni 0.28.0 (baseline) / 0.30.0 (fixed) "
+    "Qwen3OmniMoeThinkerForConditionalGeneration.embed_input_ids with its DeepStack "
+    "split and buffer (_set_deepstack_input_embeds); vllm 0.30.0 helpers"
+)
+# Rows of the DeepStack buffer as built (a served engine sizes it by
+# max_num_batched_tokens); a longer input grows it, as the real class does.
+DEEPSTACK_BUFFER_ROWS = 2048
+
+
+class _Qwen3Config:
+    """A transformers ``PreTrainedConfig`` attribute read: every read checks the class's
+    ``attribute_map`` first (empty for the Qwen3-Omni thinker and text configs, which
+    use ``*_token_id`` directly)."""
+
+    attribute_map: ClassVar[dict[str, str]] = {}
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key: str) -> Any:
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class ReferenceQwen3TextConfig(_Qwen3Config):
+    """``Qwen3OmniMoeTextConfig`` as far as the wrapper reads it: ``hidden_size``."""
+
+    def __init__(self, *, hidden_size: int) -> None:
+        self.hidden_size = int(hidden_size)
+
+    def __repr__(self) -> str:
+        return f"ReferenceQwen3TextConfig(hidden_size={self.hidden_size})"
+
+
+class ReferenceQwen3ThinkerConfig(_Qwen3Config):
+    """``Qwen3OmniMoeThinkerConfig`` as far as the wrapper reads it: the audio, image and
+    video token ids and ``text_config.hidden_size``."""
+
+    def __init__(
+        self, *, audio_token_id: int, image_token_id: int, video_token_id: int, hidden_size: int
+    ) -> None:
+        self.audio_token_id = int(audio_token_id)
+        self.image_token_id = int(image_token_id)
+        self.video_token_id = int(video_token_id)
+        self.text_config = ReferenceQwen3TextConfig(hidden_size=hidden_size)
+
+    def __repr__(self) -> str:
+        return (
+            f"ReferenceQwen3ThinkerConfig(audio_token_id={self.audio_token_id}, "
+            f"image_token_id={self.image_token_id}, video_token_id={self.video_token_id}, "
+            f"text_config={self.text_config!r})"
+        )
+
+
+class ReferenceQwen3Visual(nn.Module):
+    """The vision tower as far as the wrapper reads it: ``deepstack_visual_indexes`` (a
+    submodule, so ``self.visual`` is looked up through ``nn.Module.__getattr__``)."""
+
+    def __init__(self, deepstack_visual_indexes: Sequence[int] | None) -> None:
+        super().__init__()
+        self.deepstack_visual_indexes = (
+            None if deepstack_visual_indexes is None else list(deepstack_visual_indexes)
+        )
+
+
+class ReferenceQwen3Thinker(nn.Module, SupportsMultiModalReplica):
+    """Shim of ``Qwen3OmniMoeThinkerForConditionalGeneration``: what ``embed_input_ids``
+    touches (``config``, ``visual``, the language model, the DeepStack buffer and its
+    two helpers). ``nn.Module`` first, so ``super()`` reaches the replica parent."""
+
+    def __init__(
+        self,
+        language_model: nn.Module,
+        config: ReferenceQwen3ThinkerConfig,
+        deepstack_visual_indexes: Sequence[int] | None,
+        *,
+        buffer_rows: int = DEEPSTACK_BUFFER_ROWS,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self._has_oov_mm_tokens = False
+        self.visual = ReferenceQwen3Visual(deepstack_visual_indexes)
+        self.use_deepstack = deepstack_visual_indexes is not None
+        self.deepstack_num_level = len(deepstack_visual_indexes or ())
+        self.language_model = language_model
+        if self.use_deepstack:
+            table = language_model.table
+            self.deepstack_input_embeds = [
+                torch.zeros(
+                    buffer_rows,
+                    config.text_config.hidden_size,
+                    dtype=table.dtype,
+                    device=table.device,
+                )
+                for _ in range(self.deepstack_num_level)
+            ]
+            self.deepstack_input_embeds_num_tokens = 0
+
+    def get_language_model(self) -> nn.Module:
+        return self.language_model
+
+    # The buffer helpers (identical in 0.28.0 and 0.30.0).
+
+    def _resize_deepstack_input_embeds(self, num_tokens: int) -> None:
+        """Replace each level's buffer by a zeroed one of ``num_tokens`` rows."""
+        self.deepstack_input_embeds = [
+            torch.zeros(
+                num_tokens,
+                self.config.text_config.hidden_size,
+                device=self.deepstack_input_embeds[0].device,
+                dtype=self.deepstack_input_embeds[0].dtype,
+            )
+            for _ in range(self.deepstack_num_level)
+        ]
+
+    def _set_deepstack_input_embeds(self, deepstack_input_embeds: torch.Tensor) -> None:
+        """Copy ``(levels, tokens, hidden)`` into the first rows of each level's buffer
+        (grown first when too short) and remember how many rows are valid."""
+        if not getattr(self, "deepstack_input_embeds", None):
+            return
+        num_tokens = deepstack_input_embeds.size(1)
+        if num_tokens > self.deepstack_input_embeds[0].size(0):
+            self._resize_deepstack_input_embeds(num_tokens)
+        for idx in range(self.deepstack_num_level):
+            self.deepstack_input_embeds[idx][:num_tokens].copy_(deepstack_input_embeds[idx])
+        self.deepstack_input_embeds_num_tokens = num_tokens
+
+    def embed_input_ids_baseline(
+        self,
+        input_ids: torch.Tensor,
+        multimodal_embeddings: MultiModalEmbeddings | None = None,
+        *,
+        is_multimodal: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """vllm-omni 0.28.0: the text lookup first, always; the standard path then merges
+        through the parent, which looks the text up again (the interleaved path merges
+        into the first lookup)."""
+        # Text lookup #1, before knowing whether it is needed.
+        inputs_embeds = self._embed_text_input_ids(
+            input_ids,
+            self.language_model.embed_input_ids,
+            is_multimodal=is_multimodal,
+        )
+
+        if multimodal_embeddings is None or len(multimodal_embeddings) == 0:
+            return inputs_embeds
+
+        # The masks on the ids' device (a CPU mask is moved, without waiting).
+        is_mm_device = is_multimodal.to(device=input_ids.device, non_blocking=True)
+        video_token_id = self.config.video_token_id
+        audio_token_id = self.config.audio_token_id
+        is_video = is_mm_device & (input_ids == video_token_id)
+        is_audio = is_mm_device & (input_ids == audio_token_id)
+        num_video = is_video.sum().item()
+        num_audio = is_audio.sum().item()
+
+        is_interleaved = check_interleaved_audio_video(is_video, is_audio, num_video, num_audio)
+
+        deepstack_input_embeds = None
+        # A vision embedding is one wider than the text: main scale + DeepStack levels.
+        has_vision_embeddings = [
+            embeddings.shape[-1] != self.config.text_config.hidden_size
+            for embeddings in multimodal_embeddings
+        ]
+        if self.visual.deepstack_visual_indexes is not None and any(has_vision_embeddings):
+            multiscale_len = len(self.visual.deepstack_visual_indexes)
+            multimodal_embeddings_multiscale = []
+
+            if is_interleaved:
+                is_vision = is_video.clone()
+            else:
+                is_vision = torch.zeros_like(is_multimodal)
+                mm_positions = torch.nonzero(is_multimodal, as_tuple=True)[0]
+                mm_position_idx = 0
+
+            for index, embeddings in enumerate(multimodal_embeddings):
+                num_tokens = embeddings.shape[0]
+
+                if embeddings.shape[-1] != self.config.text_config.hidden_size:
+                    visual_dim = embeddings.shape[-1] // (multiscale_len + 1)
+                    multi_dim = visual_dim * multiscale_len
+                    embeddings_main, embeddings_multiscale = torch.split(
+                        embeddings, [visual_dim, multi_dim], dim=-1
+                    )
+                    # The split's views lose the tag; the interleaved merge needs it.
+                    modality = getattr(embeddings, "modality", None)
+                    if modality is not None:
+                        tag_modality(embeddings_main, modality)
+                    multimodal_embeddings[index] = embeddings_main
+                    multimodal_embeddings_multiscale.append(embeddings_multiscale)
+                    if not is_interleaved:
+                        current_positions = mm_positions[
+                            mm_position_idx : mm_position_idx + num_tokens
+                        ]
+                        is_vision[current_positions] = True
+                else:
+                    if not is_interleaved:
+                        current_positions = mm_positions[
+                            mm_position_idx : mm_position_idx + num_tokens
+                        ]
+                        is_vision[current_positions] = False
+
+                if not is_interleaved:
+                    mm_position_idx += num_tokens
+
+            deepstack_input_embeds = inputs_embeds.new_zeros(
+                inputs_embeds.size(0), multiscale_len * inputs_embeds.size(1)
+            )
+            deepstack_input_embeds = _merge_multimodal_embeddings(
+                inputs_embeds=deepstack_input_embeds,
+                multimodal_embeddings=multimodal_embeddings_multiscale,
+                is_multimodal=is_vision,
+            )
+            deepstack_input_embeds = (
+                deepstack_input_embeds.view(inputs_embeds.shape[0], multiscale_len, visual_dim)
+                .permute(1, 0, 2)
+                .contiguous()
+            )
+            self._set_deepstack_input_embeds(deepstack_input_embeds)
+
+        if is_interleaved:
+            return merge_interleaved_embeddings(
+                inputs_embeds,
+                multimodal_embeddings,
+                is_video,
+                is_audio,
+                is_mm_device,
+            )
+
+        # Text lookup #2 happens inside the parent (standard path).
+        return super().embed_input_ids(
+            input_ids,
+            multimodal_embeddings=multimodal_embeddings,
+            is_multimodal=is_multimodal,
+        )
+
+    def embed_input_ids_fixed(
+        self,
+        input_ids: torch.Tensor,
+        multimodal_embeddings: MultiModalEmbeddings | None = None,
+        *,
+        is_multimodal: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """vllm-omni 0.30.0: the split first, then exactly one text lookup on every path;
+        the DeepStack buffer is built from the merged embeddings' size and dtype."""
+        if multimodal_embeddings is None or len(multimodal_embeddings) == 0:
+            return self._embed_text_input_ids(
+                input_ids,
+                self.language_model.embed_input_ids,
+                is_multimodal=is_multimodal,
+            )
+
+        is_mm_device = is_multimodal.to(device=input_ids.device, non_blocking=True)
+        video_token_id = self.config.video_token_id
+        audio_token_id = self.config.audio_token_id
+        is_video = is_mm_device & (input_ids == video_token_id)
+        is_audio = is_mm_device & (input_ids == audio_token_id)
+        num_video = is_video.sum().item()
+        num_audio = is_audio.sum().item()
+
+        is_interleaved = check_interleaved_audio_video(is_video, is_audio, num_video, num_audio)
+
+        has_vision_embeddings = [
+            embeddings.shape[-1] != self.config.text_config.hidden_size
+            for embeddings in multimodal_embeddings
+        ]
+        has_deepstack_embeddings = self.visual.deepstack_visual_indexes is not None and any(
+            has_vision_embeddings
+        )
+        if has_deepstack_embeddings:
+            multiscale_len = len(self.visual.deepstack_visual_indexes)
+            multimodal_embeddings_multiscale = []
+
+            if is_interleaved:
+                is_vision = is_video.clone()
+            else:
+                is_vision = torch.zeros_like(is_multimodal)
+                mm_positions = torch.nonzero(is_multimodal, as_tuple=True)[0]
+                mm_position_idx = 0
+
+            for index, embeddings in enumerate(multimodal_embeddings):
+                num_tokens = embeddings.shape[0]
+
+                if embeddings.shape[-1] != self.config.text_config.hidden_size:
+                    visual_dim = embeddings.shape[-1] // (multiscale_len + 1)
+                    multi_dim = visual_dim * multiscale_len
+                    embeddings_main, embeddings_multiscale = torch.split(
+                        embeddings, [visual_dim, multi_dim], dim=-1
+                    )
+                    modality = getattr(embeddings, "modality", None)
+                    if modality is not None:
+                        tag_modality(embeddings_main, modality)
+                    multimodal_embeddings[index] = embeddings_main
+                    multimodal_embeddings_multiscale.append(embeddings_multiscale)
+                    if not is_interleaved:
+                        current_positions = mm_positions[
+                            mm_position_idx : mm_position_idx + num_tokens
+                        ]
+                        is_vision[current_positions] = True
+                else:
+                    if not is_interleaved:
+                        current_positions = mm_positions[
+                            mm_position_idx : mm_position_idx + num_tokens
+                        ]
+                        is_vision[current_positions] = False
+
+                if not is_interleaved:
+                    mm_position_idx += num_tokens
+
+        if is_interleaved:
+            inputs_embeds = self._embed_text_input_ids(
+                input_ids,
+                self.language_model.embed_input_ids,
+                is_multimodal=is_multimodal,
+            )
+            inputs_embeds = merge_interleaved_embeddings(
+                inputs_embeds,
+                multimodal_embeddings,
+                is_video,
+                is_audio,
+                is_mm_device,
+            )
+        else:
+            # The list now holds the main-scale features; the parent's one lookup.
+            inputs_embeds = super().embed_input_ids(
+                input_ids,
+                multimodal_embeddings=multimodal_embeddings,
+                is_multimodal=is_multimodal,
+            )
+
+        if has_deepstack_embeddings:
+            deepstack_input_embeds = inputs_embeds.new_zeros(
+                inputs_embeds.size(0), multiscale_len * inputs_embeds.size(1)
+            )
+            deepstack_input_embeds = _merge_multimodal_embeddings(
+                inputs_embeds=deepstack_input_embeds,
+                multimodal_embeddings=multimodal_embeddings_multiscale,
+                is_multimodal=is_vision,
+            )
+            deepstack_input_embeds = (
+                deepstack_input_embeds.view(inputs_embeds.shape[0], multiscale_len, visual_dim)
+                .permute(1, 0, 2)
+                .contiguous()
+            )
+            self._set_deepstack_input_embeds(deepstack_input_embeds)
+
+        return inputs_embeds
+
+
+def deepstack_visual_indexes(facts: Any) -> list[int] | None:
+    """The checkpoint's ``vision_config.deepstack_visual_indexes`` (only their number
+    matters to the wrapper); from ``deepstack_levels`` when the config is not at hand."""
+    vision = (getattr(facts, "thinker_config", None) or {}).get("vision_config") or {}
+    indexes = vision.get("deepstack_visual_indexes")
+    if isinstance(indexes, list):
+        return [int(i) for i in indexes]
+    levels = int(getattr(facts, "deepstack_levels", 0) or 0)
+    return list(range(levels)) if levels else None
+
+
+def build_reference_qwen3_target(
+    table: torch.Tensor, token_ids: Any, lm_shim: str = "flat"
+) -> Target:
+    """The built-in Qwen3-Omni target: the replica shim around ``table`` (not copied)."""
+    config = ReferenceQwen3ThinkerConfig(
+        audio_token_id=token_ids.audio_token_id,
+        image_token_id=token_ids.image_token_id,
+        video_token_id=token_ids.video_token_id,
+        hidden_size=int(table.shape[1]),
+    )
+    language_model = reference_language_model(table, lm_shim)
+    model = ReferenceQwen3Thinker(language_model, config, deepstack_visual_indexes(token_ids))
+    return Target(
+        name="reference",
+        model=model,
+        language_model=language_model,
+        variants={
+            "baseline": model.embed_input_ids_baseline,
+            "fixed": model.embed_input_ids_fixed,
+        },
+        tag=tag_modality,
+        metadata={"replica_of": REPLICA_OF_QWEN3, **lm_metadata(lm_shim, language_model)},
+        modules=(__name__,),
+        family=QWEN3_OMNI,
     )

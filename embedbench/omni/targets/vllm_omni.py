@@ -17,6 +17,16 @@ The two variants are the method at ``baseline_ref`` (compiled by
 :mod:`embedbench.omni.gitsource` against the live class) and at ``candidate_ref``
 (``WORKTREE``: the live method), both bound to that instance.
 
+The checkpoint's family (issue 14) picks the class and its path: Qwen2.5-Omni's
+``Qwen2_5OmniThinkerForConditionalGeneration`` or Qwen3-Omni's
+``Qwen3OmniMoeThinkerForConditionalGeneration``
+(``vllm_omni/model_executor/models/qwen3_omni/qwen3_omni_moe_thinker.py``). The Qwen3-Omni
+shim holds, besides, its config through transformers' ``Qwen3OmniMoeThinkerConfig``, a
+vision tower (its real class, without ``__init__``) with the checkpoint's
+``deepstack_visual_indexes``, and the DeepStack buffer the real ``__init__`` would build
+(``deepstack_input_embeds``, one zeroed table-dtype tensor per level); its ``production``
+language model is vLLM's ``Qwen3MoeForCausalLM`` -> ``Qwen3MoeModel`` chain.
+
 vLLM is imported only inside :func:`build_vllm_omni_target`, never when embedbench
 itself is imported; :func:`check_vllm_omni_source` checks the repository and refs
 without importing it. :func:`loaded_modules` names the thinker's modules a process has
@@ -36,21 +46,31 @@ from typing import Any
 import torch
 from torch import nn
 
+from embedbench.cases import DEFAULT_FAMILY, QWEN3_OMNI
 from embedbench.config import LM_SHIMS, WORKTREE
 from embedbench.errors import EmbedbenchError, GitSourceError
 from embedbench.harness import freshness
 from embedbench.harness.sysinfo import package_version
-from embedbench.omni import gitsource
+from embedbench.omni import families, gitsource
 from embedbench.omni.checkpoint import ThinkerFacts
 from embedbench.omni.targets import Target, lm_metadata
-from embedbench.omni.targets.reference import FlatLanguageModel, tag_modality
+from embedbench.omni.targets.reference import (
+    DEEPSTACK_BUFFER_ROWS,
+    FlatLanguageModel,
+    deepstack_visual_indexes,
+    tag_modality,
+)
 
 PACKAGE = "vllm_omni"
-THINKER_MODULE = "vllm_omni.model_executor.models.qwen2_5_omni.qwen2_5_omni_thinker"
-THINKER_PATH = "vllm_omni/model_executor/models/qwen2_5_omni/qwen2_5_omni_thinker.py"
-THINKER_CLASS = "Qwen2_5OmniThinkerForConditionalGeneration"
+# The Qwen2.5-Omni thinker (the embedded default's family); every family's are in
+# embedbench.omni.families.
+THINKER_MODULE = families.QWEN25.thinker_module
+THINKER_PATH = families.QWEN25.thinker_path
+THINKER_CLASS = families.QWEN25.thinker_class
 METHOD = "embed_input_ids"
 MEASURED = f"{THINKER_CLASS}.{METHOD}"
+# What --target vllm-omni measures, per family.
+MEASURED_BY_FAMILY = {f.name: f"{f.thinker_class}.{METHOD}" for f in families.FAMILY.values()}
 # embedbench's modules that build this target (checked for freshness with the thinker's).
 OWN_MODULES = (__name__, gitsource.__name__, "embedbench.omni.targets.reference")
 INSTALL_HINT = (
@@ -104,23 +124,23 @@ def source_repo(repo: str | Path | None) -> Path:
 
 
 def check_vllm_omni_source(
-    *, repo: str | Path | None, baseline_ref: str, candidate_ref: str
+    *, repo: str | Path | None, baseline_ref: str, candidate_ref: str, family: str = DEFAULT_FAMILY
 ) -> dict[str, Any]:
-    """Check the repository, the refs and the method at each ref, importing nothing.
+    """Check the repository, the refs and ``family``'s method at each ref, importing nothing.
 
     Returns the repository root and the resolved SHAs. Raises ``GitSourceError`` (or
     ``VllmOmniImportError`` when no ``repo`` is given and vllm-omni is not installed).
     """
+    spec = families.get(family)
+    path, cls = spec.thinker_path, spec.thinker_class
     root = source_repo(repo)
-    baseline_sha = gitsource.check_method(root, baseline_ref, THINKER_PATH, THINKER_CLASS, METHOD)
+    baseline_sha = gitsource.check_method(root, baseline_ref, path, cls, METHOD)
     candidate_sha = None
     if candidate_ref != WORKTREE:
-        candidate_sha = gitsource.check_method(
-            root, candidate_ref, THINKER_PATH, THINKER_CLASS, METHOD
-        )
-    elif repo is not None and not (root / THINKER_PATH).is_file():
+        candidate_sha = gitsource.check_method(root, candidate_ref, path, cls, METHOD)
+    elif repo is not None and not (root / path).is_file():
         raise GitSourceError(
-            f"{THINKER_PATH} is not in the work tree of {root}; check out a vLLM-Omni revision "
+            f"{path} is not in the work tree of {root}; check out a vLLM-Omni revision "
             f"that has it or pass --candidate-ref"
         )
     return {"repo": str(root), "baseline_sha": baseline_sha, "candidate_sha": candidate_sha}
@@ -135,8 +155,10 @@ def _put_first_on_path(root: Path) -> bool:
     return not present
 
 
-def import_thinker(root: Path | None) -> tuple[ModuleType, type]:
-    """Import the thinker module (from ``root`` when given) and return it and the class."""
+def import_thinker(root: Path | None, family: str = DEFAULT_FAMILY) -> tuple[ModuleType, type]:
+    """Import ``family``'s thinker module (from ``root`` when given); return it and the class."""
+    spec = families.get(family)
+    module_name, path, class_name = spec.thinker_module, spec.thinker_path, spec.thinker_class
     where = f"from {root}" if root is not None else "from the installed package"
     added = False
     if root is not None:
@@ -148,40 +170,81 @@ def import_thinker(root: Path | None) -> tuple[ModuleType, type]:
             )
         added = _put_first_on_path(root)
     try:
-        module = importlib.import_module(THINKER_MODULE)
+        module = importlib.import_module(module_name)
     except Exception as exc:
         if added:
             sys.path[:] = [p for p in sys.path if p != str(root)]
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise _fail(
-            f"vllm-omni is not importable: import {THINKER_MODULE} {where} failed with "
+            f"vllm-omni is not importable: import {module_name} {where} failed with "
             f"{type(exc).__name__}: {detail}; {INSTALL_HINT}"
         ) from None
     if root is not None and not _inside(module.__file__, root):
         raise _fail(
-            f"{THINKER_MODULE} was imported from {module.__file__}, not from --repo {root}; "
-            f"is {root} a vLLM-Omni checkout (with {THINKER_PATH})?"
+            f"{module_name} was imported from {module.__file__}, not from --repo {root}; "
+            f"is {root} a vLLM-Omni checkout (with {path})?"
         )
-    cls = getattr(module, THINKER_CLASS, None)
+    cls = getattr(module, class_name, None)
     if not isinstance(cls, type):
-        raise GitSourceError(f"{module.__file__} has no class {THINKER_CLASS} in the work tree")
+        raise GitSourceError(f"{module.__file__} has no class {class_name} in the work tree")
     return module, cls
 
 
 def loaded_modules() -> list[str]:
-    """The modules of the real thinker that this process has already imported (none in a
-    fresh process): the thinker's module, those of its class's MRO and of what its method
-    uses, and embedbench's modules that build this target."""
-    module = sys.modules.get(THINKER_MODULE)
-    cls = getattr(module, THINKER_CLASS, None) if module is not None else None
-    if not isinstance(cls, type):
-        return []
-    method = vars(cls).get(METHOD)
-    return [*freshness.dependency_modules([cls], [method] if method else []), *OWN_MODULES]
+    """The modules of the real thinkers (every family's) that this process has already
+    imported (none in a fresh process): each thinker's module, those of its class's MRO
+    and of what its method uses, and embedbench's modules that build this target."""
+    names: list[str] = []
+    for spec in families.FAMILY.values():
+        module = sys.modules.get(spec.thinker_module)
+        cls = getattr(module, spec.thinker_class, None) if module is not None else None
+        if not isinstance(cls, type):
+            continue
+        method = vars(cls).get(METHOD)
+        names += freshness.dependency_modules([cls], [method] if method else [])
+    return [*dict.fromkeys(names), *OWN_MODULES] if names else []
+
+
+def _qwen3_thinker_config(facts: ThinkerFacts) -> Any:
+    """``config`` of the Qwen3-Omni shim: the checkpoint's thinker_config through
+    transformers' ``Qwen3OmniMoeThinkerConfig`` (whose defaults are not the published
+    model: every value the wrapper reads must be the checkpoint's)."""
+    try:
+        from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import (
+            Qwen3OmniMoeThinkerConfig,
+        )
+    except Exception as exc:
+        raise _fail(
+            f"transformers' Qwen3OmniMoeThinkerConfig is not importable "
+            f"({type(exc).__name__}: {exc}); {INSTALL_HINT}"
+        ) from None
+    try:
+        config = Qwen3OmniMoeThinkerConfig.from_dict(dict(facts.thinker_config))
+    except Exception as exc:
+        raise EmbedbenchError(
+            f"the checkpoint's thinker_config is not a valid Qwen3OmniMoeThinkerConfig "
+            f"({type(exc).__name__}: {exc}); pass a Qwen3-Omni checkpoint"
+        ) from None
+    expected = {
+        "audio_token_id": facts.audio_token_id,
+        "image_token_id": facts.image_token_id,
+        "video_token_id": facts.video_token_id,
+        "hidden_size": facts.hidden_size,
+    }
+    seen = {name: getattr(config, name, None) for name in list(expected)[:3]}
+    seen["hidden_size"] = getattr(getattr(config, "text_config", None), "hidden_size", None)
+    if seen != expected:
+        raise EmbedbenchError(
+            f"Qwen3OmniMoeThinkerConfig reads {seen} from the checkpoint's thinker_config, "
+            f"which says {expected}; pass a Qwen3-Omni checkpoint"
+        )
+    return config
 
 
 def _thinker_config(facts: ThinkerFacts) -> Any:
     """``config`` of the shim: the checkpoint's thinker_config as transformers reads it."""
+    if facts.family == QWEN3_OMNI:
+        return _qwen3_thinker_config(facts)
     try:
         from transformers.models.qwen2_5_omni.configuration_qwen2_5_omni import (
             Qwen2_5OmniThinkerConfig,
@@ -279,13 +342,36 @@ def _qwen2_language_model(embedding: nn.Module) -> nn.Module:
     return language_model
 
 
-def vllm_language_model(table: torch.Tensor, lm_shim: str) -> nn.Module:
+def _qwen3_moe_language_model(embedding: nn.Module) -> nn.Module:
+    """Qwen3-Omni's served chain: vLLM's ``Qwen3MoeForCausalLM`` holding a
+    ``Qwen3MoeModel`` holding ``embedding``, both without ``__init__`` (vllm-omni's
+    ``Qwen3MoeLLMForCausalLM`` and ``Qwen3MoeLLMModel`` inherit these methods)."""
+    try:
+        from vllm.model_executor.models.qwen3_moe import Qwen3MoeForCausalLM, Qwen3MoeModel
+    except Exception as exc:
+        raise _fail(
+            f"vLLM's Qwen3MoeForCausalLM is not importable ({type(exc).__name__}: {exc}); "
+            f"{INSTALL_HINT}"
+        ) from None
+    text_model = _bare(Qwen3MoeModel)
+    text_model.embed_tokens = embedding
+    language_model = _bare(Qwen3MoeForCausalLM)
+    language_model.model = text_model
+    return language_model
+
+
+def vllm_language_model(
+    table: torch.Tensor, lm_shim: str, family: str = DEFAULT_FAMILY
+) -> nn.Module:
     """The language model of the shim for ``lm_shim`` (``flat`` or ``production``),
-    from vLLM's own classes, around ``table`` (not copied)."""
+    from vLLM's own classes, around ``table`` (not copied); ``production`` is
+    ``family``'s served chain."""
     if lm_shim not in LM_SHIMS:
         raise ValueError(f"unknown lm_shim {lm_shim!r}; choose from {', '.join(LM_SHIMS)}")
     embedding = _vocab_parallel_embedding(table)
     if lm_shim == "production":
+        if family == QWEN3_OMNI:
+            return _qwen3_moe_language_model(embedding)
         return _qwen2_language_model(embedding)
     return FlatLanguageModel(embedding)
 
@@ -304,12 +390,43 @@ def _build_shim(cls: type, config: Any, language_model: nn.Module) -> Any:
     return shim
 
 
-def _thinker_file_in(module: ModuleType, root: Path) -> str:
+def _add_deepstack(
+    shim: Any, module: ModuleType, facts: ThinkerFacts, table: torch.Tensor
+) -> dict[str, Any]:
+    """What the real Qwen3-Omni ``__init__`` gives the wrapper: ``visual`` (the module's
+    vision tower class, without ``__init__``) with the checkpoint's
+    ``deepstack_visual_indexes``, and the DeepStack buffer (zeroed, the table's dtype and
+    device) with its level count."""
+    indexes = deepstack_visual_indexes(facts)
+    vision_cls = getattr(module, "Qwen3Omni_VisionTransformer", None)
+    visual = _bare(vision_cls) if isinstance(vision_cls, type) else nn.Module()
+    visual.deepstack_visual_indexes = indexes
+    shim.visual = visual
+    shim.use_deepstack = indexes is not None
+    shim.deepstack_num_level = len(indexes or ())
+    shim.visual_dim = facts.hidden_size
+    shim.multiscale_dim = facts.hidden_size * shim.deepstack_num_level
+    if shim.use_deepstack:
+        shim.deepstack_input_embeds = [
+            torch.zeros(
+                DEEPSTACK_BUFFER_ROWS, facts.hidden_size, dtype=table.dtype, device=table.device
+            )
+            for _ in range(shim.deepstack_num_level)
+        ]
+        shim.deepstack_input_embeds_num_tokens = 0
+    return {
+        "visual_class": f"{type(visual).__module__}.{type(visual).__qualname__}",
+        "deepstack_visual_indexes": indexes,
+        "deepstack_buffer_rows": DEEPSTACK_BUFFER_ROWS,
+    }
+
+
+def _thinker_file_in(module: ModuleType, root: Path, family: str = DEFAULT_FAMILY) -> str:
     """The thinker's path relative to ``root`` (the same path is read at each ref)."""
     try:
         return Path(module.__file__).resolve().relative_to(root.resolve()).as_posix()
     except (TypeError, ValueError):
-        return THINKER_PATH
+        return families.get(family).thinker_path
 
 
 def build_vllm_omni_target(
@@ -322,14 +439,17 @@ def build_vllm_omni_target(
     lm_shim: str = "flat",
 ) -> Target:
     """The ``vllm-omni`` target: the real class's method at two revisions around ``table``,
-    looking text up through the language model ``lm_shim`` names."""
+    looking text up through the language model ``lm_shim`` names; the checkpoint's
+    family (``facts.family``) picks the class and its path."""
+    family = facts.family
     root = source_repo(repo)
-    module, cls = import_thinker(root if repo is not None else None)
-    path = _thinker_file_in(module, root)
+    module, cls = import_thinker(root if repo is not None else None, family)
+    path = _thinker_file_in(module, root, family)
     baseline = gitsource.method_at_ref(root, baseline_ref, path, cls, METHOD)
     candidate = gitsource.method_at_ref(root, candidate_ref, path, cls, METHOD)
-    language_model = vllm_language_model(table, lm_shim)
+    language_model = vllm_language_model(table, lm_shim, family)
     shim = _build_shim(cls, _thinker_config(facts), language_model)
+    deepstack = _add_deepstack(shim, module, facts, table) if family == QWEN3_OMNI else {}
     tag, tag_source = _modality_tagger()
     head = gitsource.head_commit(root)
     dirty = gitsource.is_dirty(root)
@@ -357,6 +477,7 @@ def build_vllm_omni_target(
             "transformers": package_version("transformers"),
         },
         "modality_tag": tag_source,
+        **deepstack,
         **lm_metadata(lm_shim, language_model),
     }
     return Target(
@@ -371,4 +492,5 @@ def build_vllm_omni_target(
         metadata=metadata,
         modules=OWN_MODULES,
         checkout=str(root),
+        family=family,
     )
