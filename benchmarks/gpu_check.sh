@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# GPU check, prepared: the CUDA path of embedbench on a synthetic checkpoint with the real
-# Qwen2.5-Omni-7B geometry (152064 x 3584 bf16) at 1172 and 4096 tokens, the PR's design
-# (50 warm-up calls, 20 blocks x 20 calls, all six cases). Prints the device, the timer
-# floor of the exact timing path and the PR-format table, next to the PR's H100 table.
+# GPU check, prepared: first `embedbench probe` for Qwen2.5-Omni and Qwen3-Omni on the
+# GPU (placements, lookup counts, torch.equal, device syncs per call; stops if it fails),
+# then the CUDA path of embedbench on a synthetic checkpoint with the real Qwen2.5-Omni-7B
+# geometry (152064 x 3584 bf16) at 1172 and 4096 tokens, the PR's design (50 warm-up
+# calls, 20 blocks x 20 calls, all six cases). Prints the device, the timer floor of the
+# exact timing path and the PR-format table, next to the PR's H100 table.
 #
 # Usage, from the repository root on a machine with a CUDA GPU and a CUDA build of torch:
 #     bash benchmarks/gpu_check.sh [extra `embedbench run` flags, e.g. --cpu-core 2]
@@ -14,6 +16,8 @@
 #     GPU_CHECK_TIMEOUT  seconds allowed for the run itself (default: 270)
 #     GPU_CHECK_DEVICE   cuda (default); "cpu" is a dry run of this script's own path on a
 #                        machine without a GPU (for testing the script; not a GPU result)
+#     GPU_CHECK_PROBE_FAMILIES  families the probe checks first (default: qwen2.5-omni qwen3-omni)
+#     GPU_CHECK_PROBE_FLAGS     extra `embedbench probe` flags (tests: --hidden 64)
 #
 # The package is used from this checkout through PYTHONPATH. Dependencies the image lacks
 # (platformdirs, jsonschema, ...) are installed from .whl/ when the checkout carries one
@@ -115,6 +119,8 @@ case " $* " in
 esac
 REPORT="$OUT/gpu_check.md"
 TIMEOUT=${GPU_CHECK_TIMEOUT:-270}
+PROBE_FAMILIES=${GPU_CHECK_PROBE_FAMILIES:-qwen2.5-omni qwen3-omni}
+PROBE_FLAGS=${GPU_CHECK_PROBE_FLAGS:-}
 
 {
     echo "### GPU check: \`bash benchmarks/gpu_check.sh $*\`"
@@ -132,10 +138,30 @@ TIMEOUT=${GPU_CHECK_TIMEOUT:-270}
     echo
 } | tee "$REPORT"
 
+# 4. The probe, for both families, before anything is timed (about 15 s on a GPU; no
+# checkpoint): placements, lookup counts, torch.equal, device syncs inside one call.
+for family in $PROBE_FAMILIES; do
+    {
+        echo "#### Probe: $family"
+        echo
+    } | tee -a "$REPORT"
+    set +e
+    # shellcheck disable=SC2086  # PROBE_FLAGS is a word list
+    "$PYTHON" -m embedbench probe --device "$DEVICE" --family "$family" $PROBE_FLAGS \
+        2> >(tee -a "$OUT/run.stderr" >&2) | tee -a "$REPORT"
+    probe_rc=${PIPESTATUS[0]}
+    set -e
+    echo | tee -a "$REPORT"
+    if [ "$probe_rc" -ne 0 ]; then
+        echo "gpu_check: the $family probe failed (exit $probe_rc; table above); nothing was timed" >&2
+        exit "$probe_rc"
+    fi
+done
+
 start=$(date +%s)
 set +e
 timeout "$TIMEOUT" "$PYTHON" -m embedbench run --device "$DEVICE" --lengths 1172 4096 \
-    --output-dir "$RUN_DIR" --no-progress "${core_args[@]}" "$@" 2> >(tee "$OUT/run.stderr" >&2) >"$OUT/run.stdout"
+    --output-dir "$RUN_DIR" --no-progress "${core_args[@]}" "$@" 2> >(tee -a "$OUT/run.stderr" >&2) >"$OUT/run.stdout"
 rc=$?
 set -e
 elapsed=$(( $(date +%s) - start ))

@@ -100,6 +100,25 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--cpu-core", help="core to pin (default: lowest allowed core)")
     st.add_argument("--allow-busy", action="store_true", help="run even on a busy core")
     st.add_argument("--json", metavar="OUT.json", help="also write the result as JSON")
+    probe = sub.add_parser(
+        "probe",
+        help="check placements, lookups and device syncs on a device, no checkpoint (~15 s)",
+        description="Builds a seeded table of the family's published geometry on the "
+        "device and checks, for every case: int32 token ids and multimodal rows on the "
+        "device, the bool mask on the CPU, the expected lookup counts, torch.equal of the "
+        "two forms; and counts the device syncs inside one call of each (CUDA only). "
+        "Exit 0 when every case passes, 1 otherwise, 2 on bad input.",
+    )
+    probe.add_argument(
+        "--family",
+        default=DEFAULT_FAMILY,
+        metavar="{" + ",".join(FAMILIES) + "}",
+        help=f"whose geometry, token ids and wrapper forms (default {DEFAULT_FAMILY})",
+    )
+    probe.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    probe.add_argument("--tokens", default="1172", help="input length (default 1172)")
+    probe.add_argument("--hidden", help="hidden size (default: the published model's)")
+    probe.add_argument("--json", metavar="OUT.json", help="also write the rows as JSON")
     syn = sub.add_parser(
         "synth-checkpoint", help="write a synthetic Qwen2.5-Omni or Qwen3-Omni checkpoint"
     )
@@ -248,6 +267,26 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     return EXIT_OK if result.passed else EXIT_INVALID
 
 
+def _cmd_probe(args: argparse.Namespace) -> int:
+    family = RunConfig._coerce_choice("--family", args.family, FAMILIES)
+    checked = RunConfig(device=args.device, lengths=args.tokens)
+    hidden = None if args.hidden is None else parse_int("--hidden", args.hidden, minimum=1)
+    from embedbench.probe import run_probe
+    from embedbench.report.results import write_json_atomic
+
+    report = run_probe(
+        family=family, device=checked.device, tokens=checked.lengths[0], hidden=hidden
+    )
+    print(
+        f"probe: {family}, {report.device}, {report.tokens} tokens, hidden {report.hidden}, "
+        f"{'all cases ok' if report.ok else 'FAILED'}"
+    )
+    print(report.table())
+    if args.json:
+        write_json_atomic(Path(args.json), report.to_json())
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
     hidden_size = None if args.hidden is None else parse_int("--hidden", args.hidden, minimum=1)
     seed = parse_int("--seed", args.seed)
@@ -278,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gate": _cmd_gate,
         "selftest": _cmd_selftest,
         "synth-checkpoint": _cmd_synth,
+        "probe": _cmd_probe,
     }
     try:
         return commands[args.command](args)

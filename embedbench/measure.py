@@ -34,7 +34,7 @@ import torch
 
 from embedbench.config import RunConfig
 from embedbench.harness import devices, freshness, sysinfo
-from embedbench.harness.devices import sync_for
+from embedbench.harness.devices import count_device_syncs, sync_for
 from embedbench.harness.isolation import isolated
 from embedbench.harness.timing import (
     AA_SCOPE,
@@ -46,7 +46,13 @@ from embedbench.harness.timing import (
     measure_timer_floor,
 )
 from embedbench.omni import checkpoint
-from embedbench.omni.scenarios import build_scenario, call_variant
+from embedbench.omni.scenarios import (
+    Scenario,
+    build_scenario,
+    call_variant,
+    placement_problems,
+    placements,
+)
 from embedbench.omni.targets import VARIANTS, Target, lookup_chain
 from embedbench.omni.targets.reference import build_reference_target
 from embedbench.omni.validation import validate_scenario
@@ -251,6 +257,26 @@ def calls_per_share(config: RunConfig, block_count: int) -> int:
     return 2 * calls if config.aa_check else calls
 
 
+def probe_row(
+    target: Target, scenario: Scenario, calls: dict[str, Callable[[], Any]]
+) -> dict[str, Any]:
+    """The validation row of one scenario, with where its inputs live and the device syncs
+    inside one call of each variant (after validation's call: nothing lazy is left).
+
+    A placement that differs from the PR's makes the row not ok, like a lookup mismatch.
+    """
+    row = validate_scenario(target, scenario).to_json()
+    device = scenario.input_ids.device
+    problems = placement_problems(scenario, torch.device(device.type))
+    row["placements"] = placements(scenario)
+    if problems:
+        row["ok"] = False
+        row["mismatch"] = {**(row.get("mismatch") or {}), "placements": problems}
+    with torch.inference_mode():
+        row["device_syncs"] = {name: count_device_syncs(calls[name], device) for name in VARIANTS}
+    return row
+
+
 def _measure_case(
     share: Share,
     target: Target,
@@ -272,22 +298,22 @@ def _measure_case(
         tag=target.tag,
         deepstack_levels=facts.deepstack_levels,
     )
-    check = validate_scenario(target, scenario)
+    calls = {
+        name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
+    }
+    row = probe_row(target, scenario, calls)
     emit(
         {
             "event": "validation",
             "worker": share.worker,
             "case": case,
             "tokens": tokens,
-            "row": check.to_json(),
+            "row": row,
         }
     )
-    if not check.ok:
+    if not row["ok"]:
         emit({"event": "progress", "calls": calls_per_share(config, share.block_count)})
         return
-    calls = {
-        name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
-    }
     scopes = [(MICRO_SCOPE, calls)]
     if config.aa_check:  # the baseline against itself, under both labels
         scopes.append((AA_SCOPE, {"baseline": calls["baseline"], "fixed": calls["baseline"]}))

@@ -150,6 +150,7 @@ def test_gpu_check_dry_run_on_the_cpu_and_a_rerun_is_refused(
 ) -> None:
     out = tmp_path / "out"
     env = dict(os.environ, PYTHON=sys.executable, OUT=str(out), GPU_CHECK_DEVICE="cpu")
+    env["GPU_CHECK_PROBE_FLAGS"] = "--hidden 64 --tokens 300"
     flags = ["--model", str(small_checkpoint), "--cases", "text", "audio", "--allow-busy"]
     flags += ["--warmup", "2", "--blocks", "4", "--iterations", "3", "--processes", "2"]
 
@@ -168,6 +169,8 @@ def test_gpu_check_dry_run_on_the_cpu_and_a_rerun_is_refused(
     report = (out / "gpu_check.md").read_text()
     assert "DRY RUN ON THE CPU" in report and "least busy allowed core" in report
     assert "#### The PR's table (" in report and "H100" in report and "| Audio |" in report
+    for family in ("qwen2.5-omni", "qwen3-omni"):  # the probe ran first, for both families
+        assert f"probe: {family}, cpu, 300 tokens, hidden 64, all cases ok" in report
     written = (out / "run" / "metadata.json").read_bytes()
 
     again = check()
@@ -270,3 +273,21 @@ def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
     meta = json.loads((out / "run" / "metadata.json").read_text())
     assert meta["status"] == "complete" and meta["device"] == "cpu"
     assert not list(scratch.glob("embedbench-gpu-check-deps.*"))  # removed on exit
+
+
+def test_gpu_check_stops_before_timing_when_the_probe_fails(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHON=sys.executable, OUT=str(out), GPU_CHECK_DEVICE="cpu")
+    env["GPU_CHECK_PROBE_FLAGS"] = "--tokens 12"  # too short: the probe refuses it, exit 2
+    res = subprocess.run(
+        ["bash", str(BENCH / "gpu_check.sh"), "--allow-busy"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2
+    assert "the qwen2.5-omni probe failed (exit 2" in res.stderr
+    assert "nothing was timed" in res.stderr
+    assert not (out / "run").exists()

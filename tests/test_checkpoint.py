@@ -220,7 +220,7 @@ def test_loaded_table_is_the_written_one(pristine: Path, tmp_path: Path) -> None
     table = ck.load_embedding_table(loc)
     assert table.dtype == torch.bfloat16 and table.shape == (VOCAB, HIDDEN)
     assert table.is_contiguous() and table.device == torch.device("cpu")
-    assert torch.equal(table, ck._seeded_table(VOCAB, HIDDEN, ck.DEFAULT_SEED))
+    assert torch.equal(table, ck.seeded_table(VOCAB, HIDDEN, ck.DEFAULT_SEED))
     assert 0.015 < table.float().std().item() < 0.025
 
     same = ck.write_synthetic_checkpoint(tmp_path / "same", hidden_size=HIDDEN)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,32 @@ def sync_for(device: torch.device) -> Sync:
 
         return cuda_sync
     return no_sync
+
+
+# What torch says, through warnings, for each synchronizing CUDA operation while
+# torch.cuda.set_sync_debug_mode("warn") is on.
+SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+def count_device_syncs(call: Callable[[], Any], device: torch.device) -> int | None:
+    """How many synchronizing CUDA operations one ``call()`` makes (None off CUDA).
+
+    Boolean-index assignment with a CPU mask blocks in some torch builds and not in
+    others, so a run's host latency may or may not include the device's work: the counts
+    are recorded so that runs on different builds aren't compared blindly. The caller's
+    sync debug mode is restored, even when ``call`` raises.
+    """
+    if device.type != "cuda":
+        return None
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            call()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return sum(SYNC_WARNING in str(w.message) for w in caught)
 
 
 def device_name(device: torch.device) -> str:

@@ -132,7 +132,11 @@ def read_thinker_facts(model_dir: str | Path) -> ThinkerFacts:
     if not config_path.is_file():
         raise _fail(f"checkpoint {path}: no {CONFIG_NAME}; {_FIX_HINT}")
     config = _read_json(config_path, path, "config")
-    where = f"checkpoint {path}: {CONFIG_NAME}"
+    return facts_from_config(config, where=f"checkpoint {path}: {CONFIG_NAME}")
+
+
+def facts_from_config(config: Any, *, where: str = CONFIG_NAME) -> ThinkerFacts:
+    """The thinker facts of a parsed ``config.json`` (``where`` names it in errors)."""
     if not isinstance(config, dict):
         raise _fail(f"{where} is not a JSON object; {_FIX_HINT}")
     thinker = config.get("thinker_config")
@@ -356,7 +360,7 @@ def _synthetic_config(
     return {**head, SYNTHETIC_MARKER: marker, **config}
 
 
-def _seeded_table(vocab_size: int, hidden_size: int, seed: int) -> torch.Tensor:
+def seeded_table(vocab_size: int, hidden_size: int, seed: int) -> torch.Tensor:
     """normal * 0.02 in bfloat16, generated in row chunks (peak memory ~ the bf16 table)."""
     generator = torch.Generator().manual_seed(seed)
     table = torch.empty((vocab_size, hidden_size), dtype=torch.bfloat16)
@@ -415,7 +419,7 @@ def _write_files(
     shards.append(
         {
             "thinker.model.norm.weight": small(hidden_size),
-            EMBEDDING_KEY: _seeded_table(vocab_size, hidden_size, seed),
+            EMBEDDING_KEY: seeded_table(vocab_size, hidden_size, seed),
         }
     )
     weight_map: dict[str, str] = {}

@@ -236,6 +236,37 @@ def build_scenario(
     )
 
 
+def _where(tensor: torch.Tensor) -> str:
+    return f"{str(tensor.dtype).removeprefix('torch.')} on {tensor.device.type}"
+
+
+def placements(scenario: Scenario) -> dict[str, str | None]:
+    """Where the inputs live, e.g. ``{"input_ids": "int32 on cuda", ...}`` (None: absent)."""
+    rows = scenario.multimodal_embeddings or []
+    return {
+        "input_ids": _where(scenario.input_ids),
+        "is_multimodal": None if scenario.is_multimodal is None else _where(scenario.is_multimodal),
+        "multimodal_embeddings": ", ".join(sorted({_where(r) for r in rows})) or None,
+    }
+
+
+def placement_problems(scenario: Scenario, device: torch.device) -> list[str]:
+    """What differs from the PR's placements: int32 ids and the rows on ``device``, the
+    bool mask on the CPU (a CPU mask spares the merge a device sync)."""
+    problems = []
+    ids = scenario.input_ids
+    if ids.dtype != torch.int32 or ids.device.type != device.type:
+        problems.append(f"input_ids are {_where(ids)}, expected int32 on {device.type}")
+    mask = scenario.is_multimodal
+    if mask is not None and (mask.dtype != torch.bool or mask.device.type != "cpu"):
+        problems.append(f"is_multimodal is {_where(mask)}, expected bool on cpu")
+    for row in scenario.multimodal_embeddings or []:
+        if row.device.type != device.type:
+            problems.append(f"a multimodal embedding is on {row.device.type}, not {device.type}")
+            break
+    return problems
+
+
 def call_variant(fn: Callable[..., torch.Tensor], scenario: Scenario) -> torch.Tensor:
     """Call a wrapper variant on a scenario: ``fn(ids, embeddings, is_multimodal=mask)``.
 
