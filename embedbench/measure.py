@@ -202,6 +202,7 @@ def measure_share(
     fresh = check_fresh(target)  # before anything is measured or reported
     frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
     sync = sync_for(device)
+    read_gpu_mhz = devices.gpu_clock_reader(device)
     with isolated(share.cpu_core) as state:
         emit(
             {
@@ -223,6 +224,7 @@ def measure_share(
             device=device.type,
             sync=sync,
             read_mhz=read_mhz,
+            read_gpu_mhz=read_gpu_mhz,
             warmup=config.warmup,
             window=config.timing_window,
         )
@@ -231,7 +233,8 @@ def measure_share(
         for index, (tokens, case) in enumerate(pairs):
             if index:
                 before_case(case, tokens)
-            _measure_case(share, target, facts, case, tokens, emit, sync, read_mhz, check_stop)
+            clocks = (read_mhz, read_gpu_mhz)
+            _measure_case(share, target, facts, case, tokens, emit, sync, clocks, check_stop)
             gc.collect()  # what the case left behind (gc stays disabled while timing)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -285,9 +288,11 @@ def _measure_case(
     tokens: int,
     emit: Emit,
     sync: Callable[[], None],
-    read_mhz: Callable[[], float | None],
+    clocks: tuple[Callable[[], float | None], Callable[[], float | None]],
     check_stop: Callable[[], None],
 ) -> None:
+    """Validate one case, then time it; ``clocks`` reads the CPU's MHz and the GPU's."""
+    read_mhz, read_gpu_mhz = clocks
     config = share.config
     scenario = build_scenario(
         case,
@@ -331,6 +336,7 @@ def _measure_case(
                 device=torch.device(share.device).type,
                 sync=sync,
                 read_mhz=read_mhz,
+                read_gpu_mhz=read_gpu_mhz,
                 progress=lambda n: emit({"event": "progress", "calls": n}),
                 check_stop=check_stop,
                 scope=scope,

@@ -39,7 +39,7 @@ TIERS = {
         *("test_stats.py", "test_sysinfo.py", "test_timing.py", "test_validation.py"),
         # on main, not yet on this branch (all fast, none runs the harness)
         *("test_blocks.py", "test_errors.py", "test_markdown.py", "test_readme_parameters.py"),
-        *("test_layout.py", "test_probe.py"),
+        *("test_layout.py", "test_probe.py", "test_nvml.py"),
         *("test_families.py", "test_qwen3_reference.py"),
     ],
     "e2e": [

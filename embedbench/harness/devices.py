@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from embedbench.errors import ConfigError
+from embedbench.harness import nvml
 from embedbench.harness.sysinfo import cpu_model
 from embedbench.harness.timing import Sync, no_sync
 
@@ -81,9 +82,39 @@ def gpu_facts(device: str | torch.device) -> dict[str, Any] | None:
     return {"name": torch.cuda.get_device_name(dev), "capability": f"{major}.{minor}"}
 
 
+def _cuda_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _uuid(device: torch.device) -> str | None:
+    return str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "") or None
+
+
 def describe(device: torch.device) -> dict[str, Any]:
-    """The device part of the provenance record: type, human name, GPU facts."""
-    return {"type": device.type, "name": device_name(device), "gpu": gpu_facts(device)}
+    """The device part of the provenance record: type, human name, GPU facts; on CUDA
+    also torch's device properties and NVML's driver version, UUID and SM clocks."""
+    facts: dict[str, Any] = {
+        "type": device.type,
+        "name": device_name(device),
+        "gpu": gpu_facts(device),
+    }
+    if device.type == "cuda" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(device)
+        facts["properties"] = {
+            "total_memory_bytes": int(props.total_memory),
+            "multi_processor_count": int(props.multi_processor_count),
+            "uuid": _uuid(device),
+        }
+        facts["nvml"] = nvml.gpu_facts(_uuid(device), _cuda_index(device))
+    return facts
+
+
+def gpu_clock_reader(device: torch.device) -> Callable[[], float | None]:
+    """The SM clock reader of a CUDA device (NVML), read at block boundaries; off CUDA,
+    or where NVML cannot tell, a reader of None."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return lambda: None
+    return nvml.sm_clock_reader(_uuid(device), _cuda_index(device))
 
 
 HUGE_PAGE_BYTES = 2 * 2**20

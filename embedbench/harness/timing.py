@@ -66,6 +66,9 @@ class BlockRecord:
     cpu_mhz_start: float | None
     cpu_mhz_end: float | None
     minor_faults: int | None = None  # page faults of the calling thread during the block
+    # The GPU's SM clock at the block's start and end (NVML; None off CUDA or unreadable).
+    gpu_mhz_start: float | None = None
+    gpu_mhz_end: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -164,11 +167,12 @@ def _thread_minor_faults() -> int | None:
 
 @dataclass(frozen=True, kw_only=True)
 class _TimingPath:
-    """How every call of a block is timed: the device sync, the MHz reader, the window."""
+    """How every call of a block is timed: the device sync, the MHz readers, the window."""
 
     sync: Sync
     read_mhz: ReadMhz
     window: str
+    read_gpu_mhz: ReadMhz = lambda: None
 
 
 def _block(fn: Callable[[], Any], calls: int, path: _TimingPath, **label: Any) -> BlockRecord:
@@ -176,9 +180,11 @@ def _block(fn: Callable[[], Any], calls: int, path: _TimingPath, **label: Any) -
 
     ``label`` names the block: device, case, tokens, scope, variant, block, position.
     """
-    mhz_start, wall_start, faults_start = path.read_mhz(), time.time(), _thread_minor_faults()
+    gpu_start, mhz_start = path.read_gpu_mhz(), path.read_mhz()
+    wall_start, faults_start = time.time(), _thread_minor_faults()
     samples = time_calls(fn, calls, path.sync, path.window)
-    faults_end, wall_end, mhz_end = _thread_minor_faults(), time.time(), path.read_mhz()
+    faults_end, wall_end = _thread_minor_faults(), time.time()
+    mhz_end, gpu_end = path.read_mhz(), path.read_gpu_mhz()
     faults = None if faults_start is None or faults_end is None else faults_end - faults_start
     return BlockRecord(
         **label,
@@ -189,6 +195,8 @@ def _block(fn: Callable[[], Any], calls: int, path: _TimingPath, **label: Any) -
         cpu_mhz_start=mhz_start,
         cpu_mhz_end=mhz_end,
         minor_faults=faults,
+        gpu_mhz_start=gpu_start,
+        gpu_mhz_end=gpu_end,
     )
 
 
@@ -201,6 +209,7 @@ def measure_timer_floor(
     device: str,
     sync: Sync = no_sync,
     read_mhz: ReadMhz = lambda: None,
+    read_gpu_mhz: ReadMhz = lambda: None,
     warmup: int = 0,
     window: str = DEFAULT_WINDOW,
 ) -> list[BlockRecord]:
@@ -208,7 +217,7 @@ def measure_timer_floor(
     (the PR: the cases' warm-up, then 10 blocks of 100): case "timer", scope "overhead",
     variant "timer_floor"."""
     time_calls(_empty_call, warmup, sync, window)
-    path = _TimingPath(sync=sync, read_mhz=read_mhz, window=window)
+    path = _TimingPath(sync=sync, read_mhz=read_mhz, window=window, read_gpu_mhz=read_gpu_mhz)
     return [
         _block(
             _empty_call,
@@ -238,6 +247,7 @@ def measure_pair(
     device: str,
     sync: Sync = no_sync,
     read_mhz: ReadMhz = lambda: None,
+    read_gpu_mhz: ReadMhz = lambda: None,
     progress: Progress | None = None,
     check_stop: Callable[[], None] = lambda: None,
     scope: str = MICRO_SCOPE,
@@ -263,7 +273,7 @@ def measure_pair(
         if progress is not None:
             progress(warmup)
     records = []
-    path = _TimingPath(sync=sync, read_mhz=read_mhz, window=window)
+    path = _TimingPath(sync=sync, read_mhz=read_mhz, window=window, read_gpu_mhz=read_gpu_mhz)
     for block, order in enumerate(block_schedule(names, blocks, seed)):
         check_stop()
         for position, name in enumerate(order):

@@ -72,6 +72,8 @@ _RECORD = {
         "cpu_mhz_end": _NUMBER_OR_NULL,
         "minor_faults": {"type": ["integer", "null"], "minimum": 0},
         "worker": {"type": "integer", "minimum": 0},
+        "gpu_mhz_start": _NUMBER_OR_NULL,
+        "gpu_mhz_end": _NUMBER_OR_NULL,
     },
 }
 
