@@ -40,6 +40,7 @@ TIERS = {
         # on main, not yet on this branch (all fast, none runs the harness)
         *("test_blocks.py", "test_errors.py", "test_markdown.py", "test_readme_parameters.py"),
         "test_layout.py",
+        "test_figures.py",  # runs built in memory: no harness run
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),

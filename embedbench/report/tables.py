@@ -123,6 +123,20 @@ def level_text(level: Any) -> str:
     return "n/a" if level is None else f"{100.0 * stats.labelled_level(float(level)):.4g}%"
 
 
+def reduction_label(row: dict[str, Any]) -> str:
+    """A row's figure in words: ``43.2 % [38.1, 46.5] faster`` (the verdict's interval,
+    with its level when below 95 %)."""
+    reduction, ci = row.get("reduction_pct"), row.get("reduction_ci95_pct")
+    if reduction is None:
+        return str(row.get("verdict", "invalid"))
+    text = f"{reduction:.1f} %"
+    if ci:
+        level = float(row.get("ci_level", stats.CONFIDENCE))
+        below = stats.labelled_level(level) < stats.CONFIDENCE
+        text += f" [{ci[0]:.1f}, {ci[1]:.1f}]" + (f" ({level_text(level)})" if below else "")
+    return f"{text} {row.get('verdict', '')}".rstrip()
+
+
 def interval_method(row: dict[str, Any]) -> str:
     """How a row's interval was made, in words (what it can and cannot see)."""
     method = row.get("interval_method")
@@ -247,6 +261,7 @@ def blocks_frame(result: RunResult) -> pd.DataFrame:
                 "variant": record["variant"],
                 "block": record["block"],
                 "position": record.get("position"),
+                "worker": record.get("worker"),
                 **{
                     f"median_{name}": float(v)
                     for name, v in zip(METRIC_ORDER, medians, strict=True)
@@ -279,8 +294,12 @@ def calls_frame(result: RunResult, case: str, tokens: int | None = None) -> pd.D
     return pd.DataFrame(rows)
 
 
+DETAIL_REASON = "the most complex case measured"
+
+
 def detail_case(result: RunResult) -> str | None:
-    """The case shown call by call: the most complex measured one (interleaved first)."""
+    """The case shown call by call: the most complex measured one (interleaved first;
+    ``DETAIL_REASON`` says so in the figure's title)."""
     measured = {r["case"] for r in result.summary if r.get("valid")}
     for case in reversed(CASES):
         if case in measured:
