@@ -190,14 +190,16 @@ COMPARE = new_notebook(
             # embedbench: compare runs
 
             Side-by-side table and reduction plot across runs or machines, optionally with
-            the PR's published H100 table:
+            the PR's published H100 table. Each run is named by its device, target and
+            checkpoint (synthetic or real), then its directory where those repeat:
             `papermill notebooks/compare.ipynb cmp.ipynb -y "results_dirs: [runA, runB]"`.
             """),
         code("""
             %matplotlib inline
             from IPython.display import display
 
-            from embedbench.report import gate, plots, tables
+            from embedbench.report import gate, sections, tables
+            from embedbench.report.sections import show
             from embedbench.config import CompareConfig
             """),
         params(CompareConfig),
@@ -219,8 +221,17 @@ COMPARE = new_notebook(
         ),
         md("## Before/after per run"),
         code("tables.styled(tables.compare_table(runs, reference, **mixed))"),
-        md("## Reduction per case"),
-        code("plots.compare_reductions(runs, reference, **mixed)"),
+        md("""
+            ## Reduction per case
+
+            Each run's reduction with the interval its verdict uses (the PR's table has
+            none). Runs of one configuration (device, target, checkpoint, geometry, LM shim
+            and window) measured on different machines or days get a row-wise difference:
+            the later run's reduction minus the first's, in percentage points, with a 95 %
+            Welch interval from each run's worker processes. A caption says when CPU rows
+            sit beside GPU rows, which measure different regimes.
+            """),
+        code("show(sections.comparison(runs, reference, **mixed))"),
         md("""
             ## Regression gate
 

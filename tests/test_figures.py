@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
@@ -366,3 +367,58 @@ def test_an_observable_frequency_is_traced_per_block_with_the_variant_that_ran()
     assert ax.get_xlabel() == "wall time since the first block (s)"
     assert "source: /proc/cpuinfo" in ax.get_title()
     assert isinstance(sections.cpu_frequency(result)[0], plots.ReportFigure)
+
+
+# --- across runs ------------------------------------------------------------------------
+
+
+def test_runs_are_named_by_device_target_and_checkpoint():
+    cpu = make_result(directory="runs/20261130T062524Z")
+    gpu = make_result(device="cuda", directory="runs/20261201T080000Z")
+    assert tables.run_label(cpu) == "CPU · reference · synthetic"
+    assert tables.run_label(gpu) == "NVIDIA H100 80GB HBM3 · reference · synthetic"
+
+
+def test_cpu_beside_gpu_gets_a_caption():
+    runs = {"cpu run": make_result(), "gpu run": make_result(device="cuda")}
+    caption = tables.regime_caption(runs)
+    assert caption.startswith("CPU rows sit beside GPU rows: on CPU each lookup of 1172 tokens")
+    assert "copies 8.4 MB, which dominates the call" in caption
+    assert tables.regime_caption({"cpu run": make_result()}) is None
+    with_reference = tables.regime_caption({"cpu run": make_result()}, tables.reference_results())
+    assert "18.2 % on PR #7477 (NVIDIA H100 80GB)" in with_reference
+    fig = plots.compare_reductions({"cpu run": make_result()}, tables.reference_results())
+    assert fig.get_supxlabel().replace("\n", " ") == with_reference
+    assert with_reference in fig.alt_text
+
+
+def test_runs_of_one_configuration_get_a_row_wise_difference_with_its_interval():
+    runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
+    found = tables.differences(runs)
+    assert [(d["a"], d["b"], d["case"]) for d in found] == [
+        ("monday", "tuesday", "audio"),
+        ("monday", "tuesday", "interleaved"),
+    ]
+    for entry in found:
+        diff = entry["difference"]
+        rows = [runs[n].summary_row(entry["case"], 1172) for n in ("monday", "tuesday")]
+        assert diff.difference_pp == pytest.approx(
+            rows[1]["reduction_pct"] - rows[0]["reduction_pct"]
+        )
+        assert diff.low < diff.difference_pp < diff.high and diff.excludes_zero
+    table = tables.difference_table(runs)
+    assert list(table["Runs (B − A)"]) == ["tuesday − monday"] * 2
+    assert set(table["Reading"]) == {"the runs differ"}
+    fig = plots.compare_reductions(runs)
+    assert len(fig.axes) == 2 and len(_by_gid(fig, "difference")) == 2
+    # Another device is another configuration: no difference, no second panel.
+    mixed = {"cpu": make_result(), "gpu": make_result(device="cuda")}
+    assert tables.differences(mixed) == [] and tables.difference_table(mixed).empty
+    assert len(plots.compare_reductions(mixed).axes) == 1
+
+
+def test_a_one_process_run_gets_no_difference_interval():
+    runs = {"a": make_result(workers=1), "b": make_result(workers=1, seed=3)}
+    assert {d["difference"] for d in tables.differences(runs)} == {
+        "n/a: needs a between-process interval (2+ workers) in both runs"
+    }

@@ -821,13 +821,37 @@ def reduction_forest(result: RunResult) -> ReportFigure:
 # --- across runs --------------------------------------------------------------------------
 
 
+def _run_values(result: RunResult) -> dict[str, tuple[float, tuple[float, float] | None]]:
+    values = {}
+    for row in result.summary:
+        if row.get("valid") and row.get("reduction_pct") is not None:
+            ci = row.get("reduction_ci95_pct")
+            values[f"{row['case']}@{row['tokens']}"] = (
+                row["reduction_pct"],
+                (float(ci[0]), float(ci[1])) if ci else None,
+            )
+    return values
+
+
+def _key_label(key: str, several: bool) -> str:
+    case, tokens = key.split("@")
+    return _label(case, int(tokens), several)
+
+
+def _key_order(key: str) -> tuple[int, int]:
+    case, tokens = key.split("@")
+    return tables.table_order(case, int(tokens))
+
+
 def compare_reductions(
     runs: Mapping[str, RunResult],
     reference: Mapping[str, Any] | None = None,
     *,
     allow_mixed_windows: bool = False,
 ) -> ReportFigure:
-    """Reduction per case across runs (and the PR's reference table), side by side.
+    """Reduction per case across runs (and the PR's reference table), each with its
+    interval; beside it, for runs of the same configuration, the row-wise difference with
+    its interval (``tables.differences``). A caption says when CPU rows sit beside GPU rows.
 
     Runs timed with different windows are refused unless ``allow_mixed_windows``, which
     labels every series with its window (``report.compared_windows``).
@@ -835,17 +859,9 @@ def compare_reductions(
     seen = tables.compared_windows(
         dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
     )
-    series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = []
-    for name, result in runs.items():
-        values = {}
-        for row in result.summary:
-            if row.get("valid") and row.get("reduction_pct") is not None:
-                ci = row.get("reduction_ci95_pct")
-                values[f"{row['case']}@{row['tokens']}"] = (
-                    row["reduction_pct"],
-                    tuple(ci) if ci else None,
-                )
-        series.append((tables.series_label(name, seen), values))
+    series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = [
+        (tables.series_label(name, seen), _run_values(result)) for name, result in runs.items()
+    ]
     if reference is not None:
         tokens = reference.get("tokens")
         series.append(
@@ -854,45 +870,103 @@ def compare_reductions(
                 {f"{r['case']}@{tokens}": (r["reduction_pct"], None) for r in reference["rows"]},
             )
         )
-    keys = sorted(
-        {k for _, v in series for k in v},
-        key=lambda k: tables.table_order(k.split("@")[0], int(k.split("@")[1])),
-    )
+    keys = sorted({k for _, v in series for k in v}, key=_key_order)
     if not keys:
         return _message_panel("Reduction across runs", "no valid rows to compare")
-    fig = _new(10, 0.5 * max(len(keys), 1) * max(len(series), 1) / 2 + 2)
-    ax = fig.add_subplot()
-    height = 0.8 / len(series)
+    diffs = [
+        d
+        for d in tables.differences(dict(runs))
+        if isinstance(d["difference"], stats.ReductionDifference)
+    ]
+    caption = tables.regime_caption(dict(runs), dict(reference) if reference else None)
+    height = 0.2 * len(keys) * max(len(series), 2) + 2.6
+    fig = _new(13 if diffs else 10, height)
+    if diffs:
+        ax, dax = fig.subplots(1, 2, sharey=True, width_ratios=(3, 2))
+    else:
+        ax, dax = fig.add_subplot(), None
     several = len({k.split("@")[1] for k in keys}) > 1
+    step = 0.8 / len(series)
+    ypos = {key: len(keys) - 1 - j for j, key in enumerate(keys)}
     for i, (name, values) in enumerate(series):
-        ys, xs, errs = [], [], [[], []]
-        for j, key in enumerate(keys):
-            if key not in values:
-                continue
-            value, ci = values[key]
-            ys.append(len(keys) - 1 - j - (i - (len(series) - 1) / 2) * height)
+        offset = (i - (len(series) - 1) / 2) * step
+        ys, xs, lows, highs = [], [], [], []
+        for key, (value, ci) in values.items():
+            ys.append(ypos[key] - offset)
             xs.append(value)
-            errs[0].append(value - ci[0] if ci else 0.0)
-            errs[1].append(ci[1] - value if ci else 0.0)
-        has_ci = any(errs[0]) or any(errs[1])
-        ax.barh(
-            ys,
+            lows.append(value - ci[0] if ci else 0.0)
+            highs.append(ci[1] - value if ci else 0.0)
+        has_ci = any(lows) or any(highs)
+        ax.errorbar(
             xs,
-            height=height * 0.9,
-            xerr=errs if has_ci else None,
+            ys,
+            xerr=[lows, highs] if has_ci else None,
+            ls="",
+            marker="o" if has_ci else "D",
+            ms=6,
             capsize=3,
+            color=SERIES_COLORS[i % len(SERIES_COLORS)],
             label=name,
-            alpha=0.8,
         )
-    labels = [tables.input_label(k.split("@")[0], int(k.split("@")[1]), several) for k in keys]
-    ax.set_yticks(range(len(keys)), labels[::-1])
-    ax.axvline(0, color="grey", lw=1)
-    ax.set_xlabel("host latency reduction (%)")
-    ax.set_title("Reduction per case across runs (bars: 95 % interval where measured)")
-    ax.legend(fontsize=8)
+    ax.set_yticks(range(len(keys)), [_key_label(k, several) for k in keys][::-1])
+    ax.axvline(0, color="grey", lw=1, ls="--")
+    ax.set_xlabel("host latency reduction (%) with the verdict's 95 % interval")
+    ax.set_title("Reduction per case across runs", fontsize=11)
+    fig.legend(
+        *ax.get_legend_handles_labels(),
+        loc="outside upper center",
+        ncols=min(len(series), 4),
+        fontsize=8,
+        frameon=False,
+    )
     ax.grid(axis="x", alpha=0.3)
-    fig.alt_text = "Bar chart of the host latency reduction per case for each run: " + "; ".join(
-        f"{name}: " + ", ".join(f"{k.split('@')[0]} {v[0]:.1f} %" for k, v in values.items())
+    alt = [
+        f"{name}: " + ", ".join(f"{_key_label(k, several)} {v[0]:.1f} %" for k, v in values.items())
         for name, values in series
+    ]
+    if dax is not None:
+        pairs = sorted({(d["a"], d["b"]) for d in diffs})
+        dstep = 0.8 / len(pairs)
+        for i, pair in enumerate(pairs):
+            offset = (i - (len(pairs) - 1) / 2) * dstep
+            mine = [d for d in diffs if (d["a"], d["b"]) == pair]
+            for d in mine:
+                diff = d["difference"]
+                y = ypos[f"{d['case']}@{d['tokens']}"] - offset
+                color = DIFFERS_COLOR if diff.excludes_zero else VERDICT_COLORS[stats.NO_DIFFERENCE]
+                dax.hlines(y, diff.low, diff.high, color=color, lw=2.2, gid="difference")
+                dax.plot(diff.difference_pp, y, "o", color=color)
+            alt.append(
+                f"difference {pair[1]} minus {pair[0]}: "
+                + ", ".join(
+                    f"{CASE_LABELS.get(d['case'], d['case'])} {d['difference'].difference_pp:+.1f}"
+                    f" pp [{d['difference'].low:+.1f}, {d['difference'].high:+.1f}]"
+                    for d in mine
+                )
+            )
+        dax.axvline(0, color="grey", lw=1, ls="--")
+        dax.set_xlabel("difference B − A (percentage points), 95 % interval")
+        names = "; ".join(f"B = {b}, A = {a}" for a, b in pairs)
+        dax.set_title(textwrap.fill(f"Same configuration: {names}", 60), fontsize=9)
+        dax.grid(axis="x", alpha=0.3)
+        dax.legend(
+            handles=[
+                Line2D([], [], color=DIFFERS_COLOR, lw=2, label="runs differ"),
+                Line2D(
+                    [],
+                    [],
+                    color=VERDICT_COLORS[stats.NO_DIFFERENCE],
+                    lw=2,
+                    label="no detectable difference",
+                ),
+            ],
+            fontsize=8,
+        )
+    if caption:
+        fig.supxlabel(textwrap.fill(caption, 150), fontsize=9, color="#9a6700")
+    fig.alt_text = (
+        "Dot-and-interval plot of the host latency reduction per case for each run. "
+        + "; ".join(alt)
+        + (f". {caption}" if caption else ".")
     )
     return fig

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +181,25 @@ REPORT_SECTIONS: tuple[Section, ...] = (
     Section("Timer floor and validation", "", timer_floor_and_validation),
     Section("Provenance", "", provenance),
 )
+
+
+def comparison(
+    runs: Mapping[str, RunResult],
+    reference: Mapping[str, Any] | None = None,
+    *,
+    allow_mixed_windows: bool = False,
+) -> list[Item]:
+    """The compare notebook's reductions: a caption when CPU rows sit beside GPU rows, the
+    figure, and the row-wise differences of runs of one configuration (when any)."""
+    caption = tables.regime_caption(dict(runs), dict(reference) if reference else None)
+    items: list[Item] = [Note(caption)] if caption else []
+    items.append(plots.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows))
+    differences = tables.difference_table(dict(runs))
+    if differences.empty:
+        items.append(Note("No two runs share a configuration: no row-wise difference."))
+    else:
+        items.append(differences)
+    return items
 
 
 def show(items: Iterable[Item]) -> None:
