@@ -25,7 +25,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator, ScalarFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator, ScalarFormatter
 from matplotlib.transforms import blended_transform_factory
 from scipy import stats as sps
 
@@ -545,6 +545,12 @@ def _violin(ax: Axes, x: float, values: np.ndarray, color: str, log: bool) -> tu
     return float(ys.min()), float(ys.max())
 
 
+def _sparse_log_label(value: float, _position: int) -> str:
+    """A minor tick's label on a log axis only at 2 and 5 times a power of ten."""
+    leading = value / 10 ** np.floor(np.log10(value)) if value > 0 else 0
+    return f"{value:g}" if round(leading) in (2, 5) else ""
+
+
 def call_distribution(result: RunResult, case: str | None = None) -> ReportFigure:
     """Every call's host latency for one case, per variant: a violin of the calls within
     the plotted range (0.5th to 99th percentile; whole, never cut by the frame), each
@@ -555,8 +561,9 @@ def call_distribution(result: RunResult, case: str | None = None) -> ReportFigur
     title = "Per-call host latency"
     if calls.empty:
         return _message_panel(title, "no measured calls in this run")
-    tokens = min(r["tokens"] for r in result.summary if r["case"] == case)
-    lengths = {r["tokens"] for r in result.summary}
+    measured = [r for r in result.records if r.get("case") == case]
+    tokens = min(r["tokens"] for r in measured)  # calls_frame's: the first length
+    lengths = {r["tokens"] for r in measured}
     label = CASE_LABELS.get(case, case) + (f" at {tokens} tokens" if len(lengths) > 1 else "")
     fig = _new(8, 4.8)
     ax = fig.add_subplot()
@@ -593,7 +600,7 @@ def call_distribution(result: RunResult, case: str | None = None) -> ReportFigur
         ax.set_yscale("log")
         ax.set_ylim(bottom / 1.05, top * 1.05)
         ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(FuncFormatter(_sparse_log_label))
     else:
         pad = 0.04 * (top - bottom or top or 1.0)
         ax.set_ylim(max(bottom - pad, 0.0), top + pad)
