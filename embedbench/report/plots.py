@@ -164,9 +164,9 @@ def _diagnostics(result: RunResult, case: str, tokens: int) -> dict[str, Any]:
     return row.get("diagnostics") or {}
 
 
-def _worker_spans(paired: pd.DataFrame) -> list[tuple[int, float, float]]:
+def _worker_spans(paired: pd.DataFrame) -> list[tuple[int, int, int]]:
     """(worker, first x, last x) for each run of consecutive blocks of one worker."""
-    spans: list[tuple[int, float, float]] = []
+    spans: list[tuple[int, int, int]] = []
     for x, worker in enumerate(paired["worker"]):
         if worker is None or pd.isna(worker):
             continue
