@@ -24,6 +24,7 @@ import nbformat as nbf
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from embedbench.config import CompareConfig, ReportConfig, RunConfig
+from embedbench.report.sections import REPORT_SECTIONS
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 METADATA = {
@@ -89,62 +90,18 @@ def config_call(config_class: type) -> str:
     return f"config = {config_class.__name__}(\n{arguments}\n)"
 
 
-REPORT_CELLS = [
-    md("## Report"),
-    code("display(HTML(tables.banner_html(result)))"),
-    md("""
-        ### Before/after in the PR's format
+def report_cells() -> list[nbf.NotebookNode]:
+    """One markdown and one code cell per report section (``sections.REPORT_SECTIONS``,
+    the list ``embedbench report --html`` renders too)."""
+    cells = [md("## Report")]
+    for section in REPORT_SECTIONS:
+        if section.title:
+            cells.append(md(f"### {section.title}\n\n{section.text}"))
+        cells.append(code(f"show(sections.{section.name}(result))"))
+    return cells
 
-        The first table is the PR's; the markdown below it pastes into a review as is.
-        """),
-    code("""
-        pr = tables.pr_table(result)
-        display(tables.styled(pr))
-        print(tables.to_pr_markdown(pr))
-        """),
-    md("""
-        ### Interval and verdict
 
-        One interval per case, the one the verdict and `embedbench gate` use: with several
-        worker processes (the default) a t interval over each worker's own headline, which
-        sees what differs between processes and moments and so predicts a rerun; with one
-        process, Hodges–Lehmann over its blocks. `faster` or `slower` only when an interval
-        of at least 95 % excludes 0; the MDE is the reduction this rule finds 80 % of the
-        time. An A/A check (`aa_check=True`) is reported beside it and never widens it.
-        """),
-    code("""
-        display(tables.styled(tables.statistics_table(result)))
-        plots.reduction_forest(result)
-        """),
-    md("""
-        ### Diagnostics
-
-        Order effect (baseline-first vs fixed-first blocks), drift over the run, outlier
-        blocks (kept, with the reduction recomputed without them), within-block spread and
-        CPU-frequency excursions. Anything that stood out is listed below the table.
-        """),
-    code("""
-        display(tables.styled(tables.diagnostics_table(result)))
-        print("\\n".join(tables.notes(result)) or "nothing stood out")
-        """),
-    md("""
-        ### Per-block distributions
-
-        Each dot is one block's median host latency; a block runs baseline and fixed once each.
-        """),
-    code("plots.block_distributions(result)"),
-    md("### Per-call distribution"),
-    code("plots.call_distribution(result)"),
-    md("### CPU frequency of the pinned core"),
-    code("plots.frequency_trace(result)"),
-    md("### Timer floor and validation"),
-    code("""
-        display(tables.styled(tables.timer_floor_table(result)))
-        display(tables.styled(tables.validation_table(result)))
-        """),
-    md("### Provenance"),
-    code("tables.styled(tables.provenance_table(result))"),
-]
+REPORT_CELLS = report_cells()
 
 RUN = new_notebook(
     metadata=METADATA,
@@ -165,7 +122,8 @@ RUN = new_notebook(
 
             from embedbench import RunConfig, run
 
-            from embedbench.report import plots, tables
+            from embedbench.report import sections, tables
+            from embedbench.report.sections import show
             """),
         params(RunConfig),
         md("""
@@ -207,7 +165,8 @@ REPORT = new_notebook(
 
             from embedbench import load_results
 
-            from embedbench.report import plots, tables
+            from embedbench.report import sections
+            from embedbench.report.sections import show
             from embedbench.config import ReportConfig
             from embedbench.report.results import latest_results_dir
             """),
@@ -231,14 +190,16 @@ COMPARE = new_notebook(
             # embedbench: compare runs
 
             Side-by-side table and reduction plot across runs or machines, optionally with
-            the PR's published H100 table:
+            the PR's published H100 table. Each run is named by its device, target and
+            checkpoint (synthetic or real), then its directory where those repeat:
             `papermill notebooks/compare.ipynb cmp.ipynb -y "results_dirs: [runA, runB]"`.
             """),
         code("""
             %matplotlib inline
             from IPython.display import display
 
-            from embedbench.report import gate, plots, tables
+            from embedbench.report import gate, sections, tables
+            from embedbench.report.sections import show
             from embedbench.config import CompareConfig
             """),
         params(CompareConfig),
@@ -260,8 +221,17 @@ COMPARE = new_notebook(
         ),
         md("## Before/after per run"),
         code("tables.styled(tables.compare_table(runs, reference, **mixed))"),
-        md("## Reduction per case"),
-        code("plots.compare_reductions(runs, reference, **mixed)"),
+        md("""
+            ## Reduction per case
+
+            Each run's reduction with the interval its verdict uses (the PR's table has
+            none). Runs of one configuration (device, target, checkpoint, geometry, LM shim
+            and window) measured on different machines or days get a row-wise difference:
+            the later run's reduction minus the first's, in percentage points, with a 95 %
+            Welch interval from each run's worker processes. A caption says when CPU rows
+            sit beside GPU rows, which measure different regimes.
+            """),
+        code("show(sections.comparison(runs, reference, **mixed))"),
         md("""
             ## Regression gate
 

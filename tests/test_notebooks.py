@@ -313,8 +313,11 @@ def test_the_readmes_html_path_loads_nothing_from_the_network(small_run_dir, tmp
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Alternative text is missing" not in proc.stderr  # every figure carries its own
     page = executed.with_suffix(".html").read_text(encoding="utf-8")
     assert PR_HEADER in page and 'src="data:image/png;base64,' in page
+    images = re.findall(r"<img [^>]*>", page)
+    assert len(images) >= 4 and all(re.search(r'alt="[^"]{40,}"', i) for i in images)
     remote = re.findall(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page, flags=re.I)
     assert not remote, remote
     assert not re.search(r"""import\s*\(\s*["']https?://""", page)  # no module import

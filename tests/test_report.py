@@ -96,25 +96,23 @@ def _axes_with_data(fig: Figure) -> int:
 
 def test_figures_have_data(result):
     assert _axes_with_data(plots.block_distributions(result)) == len(CASES)
+    assert _axes_with_data(plots.paired_blocks(result)) >= len(CASES)  # + twins for drift
     assert _axes_with_data(plots.call_distribution(result)) == 1
     assert _axes_with_data(plots.reduction_forest(result)) == 1
-
-
-def _texts(fig: Figure) -> str:
-    return " ".join(t.get_text().replace("\n", " ") for ax in fig.axes for t in ax.texts)
 
 
 def test_frequency_trace_says_when_frequency_is_not_observable(result):
     unavailable = copy.deepcopy(result)
     for record in unavailable.records:
         record["cpu_mhz_start"] = record["cpu_mhz_end"] = None
-    fig = plots.frequency_trace(unavailable)
-    assert "not observable" in _texts(fig) and _axes_with_data(fig) == 0
+    assert plots.frequency_trace(unavailable) is None  # a line, not an empty figure
+    assert "not observable" in plots.frequency_note(unavailable)
 
     constant = copy.deepcopy(result)
     for record in constant.records:
         record["cpu_mhz_start"] = record["cpu_mhz_end"] = 2596.0
-    assert "constant 2596 MHz" in _texts(plots.frequency_trace(constant))
+    assert plots.frequency_trace(constant) is None
+    assert "constant 2596 MHz" in plots.frequency_note(constant)
 
     varying = copy.deepcopy(result)
     for i, record in enumerate(varying.records):
@@ -122,6 +120,7 @@ def test_frequency_trace_says_when_frequency_is_not_observable(result):
     fig = plots.frequency_trace(varying)
     assert _axes_with_data(fig) == 1
     assert "source:" in fig.axes[0].get_title()
+    assert plots.frequency_note(varying) is None
 
 
 def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
@@ -130,16 +129,21 @@ def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
     runs = tables.load_runs([str(small_run_dir)], include_reference=True)
     table = tables.compare_table(runs, reference)
     assert table.loc["Audio", "PR #7477 (NVIDIA H100 80GB): before (μs)"] == "104.32"
-    assert table.loc["Audio", "quick: before (μs)"] == tables.pr_table(result)["Before (μs)"][1]
+    name = "CPU · reference · synthetic"  # device, target, checkpoint: one run, unique
+    assert table.loc["Audio", f"{name}: before (μs)"] == tables.pr_table(result)["Before (μs)"][1]
     assert _axes_with_data(plots.compare_reductions(runs, reference)) == 1
-    assert list(tables.runs_table(runs).index) == ["quick"]
+    assert list(tables.runs_table(runs).index) == [name]
+    assert tables.runs_table(runs).loc[name, "directory"] == str(small_run_dir)
     with pytest.raises(ConfigError, match="at least 2"):
         tables.load_runs([str(small_run_dir)], include_reference=False)
 
 
 def test_html_export_is_self_contained(result, tmp_path):
     page = render_html(result)
-    assert page.count('src="data:image/png;base64,') == 4
+    # forest, paired blocks, box and dots, per call; the MHz trace when observable
+    observable = plots.frequency_trace(result) is not None
+    assert page.count('src="data:image/png;base64,') == 4 + observable
+    assert page.count("<img alt=") == 4 + observable and 'alt="figure"' not in page
     assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in page
     assert "http://" not in page and "https://" not in page
     out = write_html(result, tmp_path / "r.html")
@@ -212,7 +216,7 @@ def test_the_built_in_replica_shows_no_checkout_refs_or_vllm_versions(result):
 
 def test_runs_table_shows_the_start_as_iso_utc(result, small_run_dir):
     runs = tables.load_runs([str(small_run_dir)], include_reference=True)
-    started = tables.runs_table(runs).loc["quick", "started"]
+    started = tables.runs_table(runs).loc["CPU · reference · synthetic", "started"]
     expected = datetime.fromtimestamp(result.metadata["start_time"], tz=timezone.utc)
     assert started == expected.isoformat(timespec="seconds") and started.endswith("+00:00")
 

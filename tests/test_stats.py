@@ -214,3 +214,30 @@ def test_workers_switch_the_interval_to_the_between_process_t():
     assert s.verdict == stats.FASTER
     with pytest.raises(ValueError):
         stats.summarize_pair(base, fixed, workers=[0, 1])
+
+
+def test_the_reduction_difference_is_welchs_interval_of_the_headlines():
+    a, b = [20.0, 22.0, 18.0, 21.0], [30.0, 29.0, 33.0]
+    diff = stats.reduction_difference(a, b)
+    theta = [np.log1p(-np.asarray(x) / 100) for x in (a, b)]
+    headlines = [100 * (1 - np.exp(t.mean())) for t in theta]
+    assert diff.difference_pp == pytest.approx(headlines[1] - headlines[0])
+    assert diff.units == (4, 3) and diff.excludes_zero
+    same = stats.reduction_difference(a, a)
+    assert same.difference_pp == 0 and same.low == pytest.approx(-same.high)
+    with pytest.raises(ValueError, match="at least 2 workers"):
+        stats.reduction_difference([20.0], b)
+
+
+def test_the_reduction_difference_covers_a_true_difference_about_95_percent_of_the_time():
+    """Two runs of 5 workers each, true reductions 20 % and 25 %: the delta-method Welch
+    interval holds the true 5 pp in about 95 % of 2000 seeded pairs."""
+    rng = np.random.default_rng(11)
+    true_a, true_b, sd = np.log(0.80), np.log(0.75), 0.05
+    covered = 0
+    for _ in range(2000):
+        a = 100 * (1 - np.exp(true_a + sd * rng.standard_normal(5)))
+        b = 100 * (1 - np.exp(true_b + sd * rng.standard_normal(5)))
+        diff = stats.reduction_difference(a, b)
+        covered += diff.low <= 5.0 <= diff.high
+    assert 0.93 <= covered / 2000 <= 0.97

@@ -616,3 +616,69 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     """Named percentiles, e.g. {"p5": .., "p50": .., "p95": ..}."""
     arr = np.asarray(values, dtype=float)
     return {f"p{q:g}": float(np.percentile(arr, q)) for q in (5, 50, 95)}
+
+
+@dataclass(frozen=True)
+class ReductionDifference:
+    """Run B's reduction minus run A's, in percentage points, with its interval.
+
+    ``units`` counts each run's worker processes; ``df`` is Welch's degrees of freedom
+    (infinite when neither run's workers vary).
+    """
+
+    difference_pp: float
+    low: float
+    high: float
+    level: float
+    df: float
+    units: tuple[int, int]
+
+    @property
+    def excludes_zero(self) -> bool:
+        """True when the interval lies wholly on one side of 0 (the runs differ)."""
+        return self.low > 0.0 or self.high < 0.0
+
+
+def reduction_difference(
+    reductions_a: Sequence[float],
+    reductions_b: Sequence[float],
+    *,
+    confidence: float = CONFIDENCE,
+) -> ReductionDifference:
+    """B − A of two independent runs' headline reductions (%), from their workers' own.
+
+    Each run's headline is ``100 (1 − e^θ̄)`` with θ̄ the mean of its workers' log-ratios
+    ``θ_w = ln(1 − r_w / 100)`` (the centre of its between-process t interval). The
+    standard error of each headline in percentage points is the delta method's
+    ``100 e^θ̄ · sd(θ) / √W``; the interval is Welch's t over the two, so a machine or
+    day that moves the reduction beyond both runs' own noise shows as an interval
+    without 0. Needs at least 2 workers per run.
+    """
+    a = np.asarray(reductions_a, dtype=float)
+    b = np.asarray(reductions_b, dtype=float)
+    if a.size < 2 or b.size < 2:
+        raise ValueError(
+            f"a difference between runs needs at least 2 workers per run, got {a.size} and {b.size}"
+        )
+    if np.any(a >= 100.0) or np.any(b >= 100.0):
+        raise ValueError("worker reductions must be below 100 %")
+    parts = []
+    for r in (a, b):
+        theta = np.log1p(-r / 100.0)
+        centre = float(np.mean(theta))
+        scale = 100.0 * math.exp(centre)
+        parts.append(
+            (log_to_reduction_pct(centre), scale**2 * float(np.var(theta, ddof=1)) / theta.size)
+        )
+    (estimate_a, var_a), (estimate_b, var_b) = parts
+    difference = estimate_b - estimate_a
+    total = var_a + var_b
+    if total == 0.0:
+        return ReductionDifference(
+            difference, difference, difference, confidence, math.inf, (a.size, b.size)
+        )
+    df = total**2 / (var_a**2 / (a.size - 1) + var_b**2 / (b.size - 1))
+    half = float(sps.t.ppf(0.5 + confidence / 2.0, df)) * math.sqrt(total)
+    return ReductionDifference(
+        difference, difference - half, difference + half, confidence, df, (a.size, b.size)
+    )

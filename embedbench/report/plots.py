@@ -1,40 +1,104 @@
 """Figures of a run, returned to the caller (never shown, never a backend switch).
 
-Figures are built with ``matplotlib.figure.Figure`` rather than pyplot, so
-library code holds no global figure state; a notebook displays the returned
-figure, the HTML export saves it as an inline PNG.
+Every figure is a ``ReportFigure``: a ``matplotlib.figure.Figure`` built without pyplot
+(so library code holds no global figure state) that carries its alt text. A notebook
+displays it as a PNG with that text (``_ipython_display_``); the HTML export writes the
+same ``<img alt=...>`` (``ReportFigure.img_html``).
+
+The figures follow the paired design: each block runs baseline and fixed once each, in
+an order drawn per block, inside one of several worker processes; the verdict reads one
+interval (between processes, or Hodges–Lehmann in one process).
 """
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 import textwrap
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, MaxNLocator, ScalarFormatter
+from matplotlib.transforms import blended_transform_factory
+from scipy import stats as sps
 
 from embedbench.cases import CASE_LABELS, VARIANTS
+from embedbench.harness import stats
 from embedbench.report import tables
 from embedbench.report.results import RunResult
 
+FIGURE_DPI = 90
 COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2"}
+UNKNOWN_ORDER = "#8c8c8c"
+ORDER_MARKERS = {"baseline": "o", "fixed": "s"}
+VERDICT_COLORS = {
+    stats.FASTER: "#1a7f37",
+    stats.SLOWER: "#d1242f",
+    stats.NO_DIFFERENCE: "#57606a",
+}
+OUTLIER_EDGE = "black"
+DRIFT_COLOR = "#8250df"
+DIFFERS_COLOR = "#bf8700"
+WORKER_SHADE = "#f0f0f0"
+SERIES_COLORS = ("#1f6fb2", "#cf4520", "#1a7f37", "#8250df", "#bf8700", "#57606a")
 
 
-def _message_panel(fig: Figure, title: str, message: str) -> Figure:
+class ReportFigure(Figure):
+    """A figure with its alt text: in a notebook it shows as a PNG carrying that text."""
+
+    alt_text: str = ""
+
+    def png(self, dpi: int = FIGURE_DPI) -> bytes:
+        """The figure as PNG bytes."""
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=dpi)
+        return buffer.getvalue()
+
+    def img_html(self, dpi: int = FIGURE_DPI) -> str:
+        """An inline ``<img>`` of the figure with its alt text."""
+        data = base64.b64encode(self.png(dpi)).decode("ascii")
+        alt = html.escape(self.alt_text or "figure", quote=True)
+        return f'<img alt="{alt}" src="data:image/png;base64,{data}">'
+
+    def _repr_mimebundle_(
+        self, include: Any = None, exclude: Any = None
+    ) -> tuple[dict[str, str], dict[str, Any]]:
+        """The image as PNG (alt text in its metadata) and as ``<img alt=...>`` HTML, which
+        nbconvert and JupyterLab prefer, so the alt text reaches an exported page."""
+        png = self.png()
+        data = base64.b64encode(png).decode("ascii")
+        alt = self.alt_text or "figure"
+        img = f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{data}">'
+        bundle = {"image/png": data, "text/html": img, "text/plain": f"<figure: {alt}>"}
+        return bundle, {"image/png": {"alt": alt}}
+
+    def _ipython_display_(self) -> None:
+        """Display once, from the bundle above (the inline backend would render it again)."""
+        from IPython.display import display
+
+        data, metadata = self._repr_mimebundle_()
+        display(data, raw=True, metadata=metadata)
+
+
+def _new(width: float, height: float) -> ReportFigure:
+    return ReportFigure(figsize=(width, height), layout="constrained")
+
+
+def _message_panel(title: str, message: str) -> ReportFigure:
+    """A small figure that says why there is nothing to draw."""
+    fig = _new(8, 1.4)
     ax = fig.add_subplot()
     ax.set_axis_off()
     ax.set_title(title)
-    ax.text(
-        0.5,
-        0.5,
-        textwrap.fill(message, 80),
-        ha="center",
-        va="center",
-        fontsize=11,
-        transform=ax.transAxes,
-    )
+    ax.text(0.5, 0.4, textwrap.fill(message, 90), ha="center", va="center", fontsize=10)
+    fig.alt_text = f"{title}: {message}"
     return fig
 
 
@@ -43,126 +107,747 @@ def _case_keys(frame: pd.DataFrame) -> list[tuple[str, int]]:
     return sorted(keys, key=lambda k: tables.table_order(*k))
 
 
-def block_distributions(result: RunResult) -> Figure:
-    """Block medians of host latency per variant: one panel per case (and length)."""
+def _grid(n: int, ncols: int = 3) -> tuple[int, int]:
+    cols = min(ncols, n)
+    return int(np.ceil(n / cols)), cols
+
+
+def _lower_or_higher(reduction: float) -> str:
+    """``fixed 20.7 % lower`` or ``fixed 4.3 % higher`` (never a negative 'lower')."""
+    word = "lower" if reduction >= 0 else "higher"
+    return f"fixed {abs(reduction):.1f} % {word}"
+
+
+def _label(case: str, tokens: int, several: bool) -> str:
+    return tables.input_label(case, tokens, several)
+
+
+# --- the paired blocks of one case --------------------------------------------------------
+
+
+def paired_frame(result: RunResult, case: str, tokens: int) -> pd.DataFrame:
+    """One row per block of one case, in time order: both medians, the block's reduction,
+    which variant ran first, the worker, and whether the diagnostics flag it an outlier."""
     frame = tables.blocks_frame(result)
-    fig = Figure(figsize=(12, 6.5), layout="constrained")
     if frame.empty:
-        return _message_panel(fig, "Per-block host latency", "no measured blocks in this run")
+        return pd.DataFrame()
+    sub = frame[(frame["case"] == case) & (frame["tokens"] == tokens)]
+    rows = []
+    for block, pair in sub.groupby("block", sort=True):
+        by_variant = {row["variant"]: row for _, row in pair.iterrows()}
+        if set(by_variant) != set(VARIANTS):
+            continue
+        base, fixed = (by_variant[v]["median_host_observed_us"] for v in VARIANTS)
+        positions = {v: by_variant[v]["position"] for v in VARIANTS}
+        known = all(p is not None and not pd.isna(p) for p in positions.values())
+        worker = by_variant[VARIANTS[0]]["worker"]
+        rows.append(
+            {
+                "block": int(block),
+                "baseline": float(base),
+                "fixed": float(fixed),
+                "reduction_pct": stats.reduction_pct(float(base), float(fixed)),
+                "first": min(positions, key=lambda v: positions[v]) if known else None,
+                "worker": None if worker is None or pd.isna(worker) else int(worker),
+            }
+        )
+    paired = pd.DataFrame(rows)
+    if paired.empty:
+        return paired
+    flagged = set(_diagnostics(result, case, tokens).get("outliers", {}).get("flagged") or [])
+    paired["outlier"] = [i in flagged for i in range(len(paired))]
+    return paired
+
+
+def _diagnostics(result: RunResult, case: str, tokens: int) -> dict[str, Any]:
+    row = result.summary_row(case, tokens) or {}
+    return row.get("diagnostics") or {}
+
+
+def _worker_spans(paired: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """(worker, first x, last x) for each run of consecutive blocks of one worker."""
+    spans: list[tuple[int, int, int]] = []
+    for x, worker in enumerate(paired["worker"]):
+        if worker is None or pd.isna(worker):
+            continue
+        if spans and spans[-1][0] == worker and spans[-1][2] == x - 1:
+            spans[-1] = (spans[-1][0], spans[-1][1], x)
+        else:
+            spans.append((int(worker), x, x))
+    return spans
+
+
+def _draw_workers(ax: Axes, paired: pd.DataFrame, row: dict[str, Any]) -> tuple[bool, bool]:
+    """Shade each worker's blocks and draw its own reduction (the t interval's unit);
+    returns whether it shaded workers and whether it drew their reductions."""
+    spans = _worker_spans(paired)
+    if len({w for w, _, _ in spans}) < 2:
+        return False, False
+    units = row.get("worker_reduction_pct") or []
+    workers = sorted({w for w, _, _ in spans})
+    own = dict(zip(workers, units, strict=False)) if len(units) == len(workers) else {}
+    top = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, (worker, start, end) in enumerate(spans):
+        if i % 2 == 0:
+            ax.axvspan(start - 0.5, end + 0.5, color=WORKER_SHADE, zorder=0)
+        ax.text(
+            (start + end) / 2,
+            0.98,
+            f"w{worker}",
+            transform=top,
+            ha="center",
+            va="top",
+            fontsize=7,
+            color="#555",
+        )
+        if worker in own:
+            ax.hlines(
+                own[worker],
+                start - 0.4,
+                end + 0.4,
+                color="#333",
+                lw=1.4,
+                zorder=2,
+                gid="worker-reduction",
+            )
+    return True, bool(own)
+
+
+def _draw_drift(ax: Axes, paired: pd.DataFrame, diag: dict[str, Any]) -> list[str]:
+    """The drift diagnostic where detected: a Theil–Sen trend of the block reductions and,
+    when the baseline level moved, its block medians on a right-hand axis."""
+    drift = diag.get("drift") or {}
+    if not drift.get("detected"):
+        return []
+    alpha = drift.get("alpha", stats.ALPHA)
+    found = []
+    x = np.arange(len(paired), dtype=float)
+    p_d, p_b = drift.get("p_log_ratio"), drift.get("p_baseline")
+    if p_d is not None and p_d < alpha:
+        slope, intercept, _, _ = sps.theilslopes(paired["reduction_pct"].to_numpy(), x)
+        ax.plot(x, intercept + slope * x, color=DRIFT_COLOR, lw=1.5, ls="-.", zorder=4, gid="drift")
+        way = "falls" if drift["rho_log_ratio"] > 0 else "rises"
+        found.append(f"drift: reduction {way} (ρ {drift['rho_log_ratio']:.2f}, p {p_d:.2g})")
+    if p_b is not None and p_b < alpha:
+        twin = ax.twinx()
+        twin.plot(
+            x,
+            paired["baseline"],
+            color=DRIFT_COLOR,
+            lw=1,
+            alpha=0.6,
+            marker=".",
+            gid="baseline-drift",
+        )
+        twin.tick_params(axis="y", labelsize=7, colors=DRIFT_COLOR)
+        way = "rises" if drift["rho_baseline"] > 0 else "falls"
+        found.append(f"drift: baseline μs {way} (ρ {drift['rho_baseline']:.2f}, p {p_b:.2g})")
+    return found
+
+
+def _draw_order_effect(ax: Axes, diag: dict[str, Any]) -> list[str]:
+    """The order-effect diagnostic where detected: each run order's median reduction."""
+    order = diag.get("order_effect") or {}
+    if not order.get("detected"):
+        return []
+    for variant in VARIANTS:
+        value = order.get(f"{variant}_first_reduction_pct")
+        if value is not None:
+            ax.axhline(value, color=COLORS[variant], ls="--", lw=1.2, zorder=2, gid="order-effect")
+    return [f"order effect {order['difference_pct_points']:+.1f} pp (p {order['p_value']:.2g})"]
+
+
+def _scatter_by_order(ax: Axes, paired: pd.DataFrame) -> None:
+    """Each block's reduction, coloured and shaped by the variant that ran first."""
+    x = np.arange(len(paired))
+    for first in (*VARIANTS, None):
+        if first is None:
+            mask = paired["first"].isna().to_numpy()
+        else:
+            mask = (paired["first"] == first).to_numpy()
+        if mask.any():
+            ax.scatter(
+                x[mask],
+                paired["reduction_pct"].to_numpy()[mask],
+                s=22,
+                color=COLORS.get(first or "", UNKNOWN_ORDER),
+                marker=ORDER_MARKERS.get(first or "", "D"),
+                zorder=5,
+                gid=f"first-{first or 'unknown'}",
+            )
+    outliers = paired[paired["outlier"]]
+    if not outliers.empty:
+        ax.scatter(
+            outliers.index.to_numpy(),
+            outliers["reduction_pct"],
+            s=130,
+            facecolors="none",
+            edgecolors=OUTLIER_EDGE,
+            linewidths=1.4,
+            zorder=6,
+            gid="outliers",
+        )
+
+
+def _paired_legend(used: set[str]) -> list[Any]:
+    """Legend entries of the paired view, for what was drawn."""
+    entries: dict[str, Any] = {
+        "baseline": Line2D(
+            [], [], ls="", marker="o", color=COLORS["baseline"], label="baseline ran first"
+        ),
+        "fixed": Line2D([], [], ls="", marker="s", color=COLORS["fixed"], label="fixed ran first"),
+        "unknown": Line2D(
+            [], [], ls="", marker="D", color=UNKNOWN_ORDER, label="order not recorded"
+        ),
+        "outlier": Line2D(
+            [],
+            [],
+            ls="",
+            marker="o",
+            ms=11,
+            mfc="none",
+            mec=OUTLIER_EDGE,
+            label="outlier block (diagnostics)",
+        ),
+        "workers": Patch(color=WORKER_SHADE, label="blocks of one worker process (w0, w1, …)"),
+        "worker_line": Line2D([], [], color="#333", lw=1.4, label="that worker's own reduction"),
+        "headline": Line2D([], [], color="#333", lw=1.2, label="the run's reduction"),
+        "trend": Line2D([], [], color=DRIFT_COLOR, ls="-.", label="trend (drift detected)"),
+        "baseline_drift": Line2D(
+            [],
+            [],
+            color=DRIFT_COLOR,
+            marker=".",
+            alpha=0.6,
+            label="baseline block median, right axis (drift detected)",
+        ),
+        "order": Line2D(
+            [],
+            [],
+            color="#555",
+            ls="--",
+            label="median per run order, in its colour (order effect detected)",
+        ),
+    }
+    return [handle for key, handle in entries.items() if key in used]
+
+
+def paired_blocks(result: RunResult) -> ReportFigure:
+    """Each block's reduction against block index (time order), one panel per case.
+
+    Colour: which variant ran first in the block. With several worker processes each
+    worker's blocks are shaded and its own reduction drawn (the units the verdict's t
+    interval is made of). Outlier blocks (diagnostics) are ringed; drift and an order
+    effect are drawn where the diagnostics detect them, and named in the panel's title.
+    """
+    frame = tables.blocks_frame(result)
+    title = "Paired blocks over time"
+    if frame.empty:
+        return _message_panel(title, "no measured blocks in this run")
     keys = _case_keys(frame)
     several = len({t for _, t in keys}) > 1
-    ncols = min(3, len(keys))
-    nrows = int(np.ceil(len(keys) / ncols))
-    fig.set_size_inches(4.2 * ncols, 3.3 * nrows + 0.4)
+    nrows, ncols = _grid(len(keys))
+    fig = _new(4.4 * ncols, 3.2 * nrows + 1.4)
+    alt_parts: list[str] = []
+    used: set[str] = set()
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax in axes.flat[len(keys) :]:
+        ax.set_axis_off()
+    for ax, (case, tokens) in zip(axes.flat, keys, strict=False):
+        paired = paired_frame(result, case, tokens)
+        label = _label(case, tokens, several)
+        if paired.empty:
+            ax.set_axis_off()
+            ax.set_title(f"{label}: no complete block", fontsize=10)
+            continue
+        row = result.summary_row(case, tokens) or {}
+        diag = _diagnostics(result, case, tokens)
+        shaded, per_worker = _draw_workers(ax, paired, row)
+        if shaded:
+            used.add("workers")
+        if per_worker:
+            used.add("worker_line")
+        elif row.get("reduction_pct") is not None:
+            ax.axhline(row["reduction_pct"], color="#333", lw=1.2, zorder=2)
+            used.add("headline")
+        _scatter_by_order(ax, paired)
+        used.update(str(f) if isinstance(f, str) else "unknown" for f in paired["first"])
+        if paired["outlier"].any():
+            used.add("outlier")
+        ax.axhline(0, color="grey", ls=":", lw=1)
+        low, high = ax.get_ylim()
+        ax.set_ylim(min(low, 0), max(high, 0))
+        drift = _draw_drift(ax, paired, diag)
+        order = _draw_order_effect(ax, diag)
+        used.update(
+            {"trend"} if any("reduction" in d for d in drift) else set(),
+            {"baseline_drift"} if any("baseline" in d for d in drift) else set(),
+            {"order"} if order else set(),
+        )
+        found = drift + order
+        ax.set_title("\n".join([label, *found]), fontsize=10 if not found else 9)
+        ax.set_xlim(-0.6, len(paired) - 0.4)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(axis="y", alpha=0.3)
+        blocks = [int(b) for b in paired.loc[paired["outlier"], "block"]]
+        part = f"{label}: {len(paired)} blocks"
+        if blocks:
+            part += f", outlier blocks {', '.join(map(str, blocks))}"
+        alt_parts.append(", ".join([part, *found]))
+    for ax in axes[-1]:
+        ax.set_xlabel("block (time order)")
+    fig.supylabel("block's reduction (%) = 100 × (1 − fixed / baseline)")
+    fig.suptitle("Paired blocks over time: each dot is one block's baseline/fixed pair")
+    handles = _paired_legend(used)
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(len(handles), 4),
+        fontsize=8,
+        frameon=False,
+    )
+    workers = result.summary[0].get("workers") if result.summary else None
+    fig.alt_text = (
+        "Scatter plots, one per case, of each block's host-latency reduction against its "
+        "index in time order, coloured by which variant ran first"
+        + (f", across {workers} worker processes" if workers and workers > 1 else "")
+        + ". "
+        + ". ".join(alt_parts)
+        + "."
+    )
+    return fig
+
+
+# --- box and dots -------------------------------------------------------------------------
+
+
+def block_distributions(result: RunResult) -> ReportFigure:
+    """Block medians of host latency per variant, one panel per case, each block's two
+    halves joined by a line; outlier blocks (diagnostics) drawn in black."""
+    frame = tables.blocks_frame(result)
+    title = "Per-block host latency"
+    if frame.empty:
+        return _message_panel(title, "no measured blocks in this run")
+    keys = _case_keys(frame)
+    several = len({t for _, t in keys}) > 1
+    nrows, ncols = _grid(len(keys))
+    fig = _new(4.2 * ncols, 3.1 * nrows + 1.0)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax in axes.flat[len(keys) :]:
+        ax.set_axis_off()
     rng = np.random.default_rng(0)
-    for i, (case, tokens) in enumerate(keys):
-        ax = fig.add_subplot(nrows, ncols, i + 1)
-        sub = frame[(frame["case"] == case) & (frame["tokens"] == tokens)]
-        data = [sub[sub["variant"] == v]["median_host_observed_us"].to_numpy() for v in VARIANTS]
-        box = ax.boxplot(data, widths=0.5, patch_artist=True, showfliers=False)
-        ax.set_xticks([1, 2], list(VARIANTS))
+    not_from_zero: list[str] = []
+    alt_parts: list[str] = []
+    any_outlier = False
+    for ax, (case, tokens) in zip(axes.flat, keys, strict=False):
+        paired = paired_frame(result, case, tokens)
+        label = _label(case, tokens, several)
+        if paired.empty:
+            ax.set_axis_off()
+            ax.set_title(f"{label}: no complete block", fontsize=10)
+            continue
+        data = [paired[v].to_numpy() for v in VARIANTS]
+        box = ax.boxplot(data, widths=0.5, patch_artist=True, showfliers=False, zorder=1)
         for patch, variant in zip(box["boxes"], VARIANTS, strict=True):
             patch.set_facecolor(COLORS[variant])
-            patch.set_alpha(0.25)
-        for x, (values, variant) in enumerate(zip(data, VARIANTS, strict=True), start=1):
-            jitter = rng.uniform(-0.12, 0.12, size=len(values))
-            ax.scatter(x + jitter, values, s=14, color=COLORS[variant], zorder=3)
+            patch.set_alpha(0.2)
+        for median in box["medians"]:
+            median.set_color("#333")
+        jitter = rng.uniform(-0.1, 0.1, size=len(paired))
+        for i, (_, block) in enumerate(paired.iterrows()):
+            outlier = bool(block["outlier"])
+            any_outlier |= outlier
+            ax.plot(
+                [1 + jitter[i], 2 + jitter[i]],
+                [block["baseline"], block["fixed"]],
+                color=OUTLIER_EDGE if outlier else "#9a9a9a",
+                lw=1.5 if outlier else 0.7,
+                alpha=1.0 if outlier else 0.6,
+                zorder=2,
+                gid="pair",
+            )
+        for x, variant in enumerate(VARIANTS, start=1):
+            ax.scatter(
+                x + jitter,
+                paired[variant],
+                s=14,
+                color=COLORS[variant],
+                edgecolors=[OUTLIER_EDGE if o else "none" for o in paired["outlier"]],
+                linewidths=1.2,
+                zorder=3,
+            )
+        ax.set_xticks([1, 2], list(VARIANTS))
         row = result.summary_row(case, tokens) or {}
         reduction = row.get("reduction_pct")
-        suffix = "" if reduction is None else f"  ({reduction:.1f} % lower)"
-        ax.set_title(tables.input_label(case, tokens, several) + suffix, fontsize=10)
-        ax.set_ylabel("block median host latency (μs)")
+        suffix = "" if reduction is None else f": {_lower_or_higher(reduction)}"
+        ax.set_title(label + suffix, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("Per-block medians: baseline vs fixed (each dot is one block)")
+        if ax.get_ylim()[0] > 0:
+            not_from_zero.append(label)
+        alt_parts.append(
+            f"{label}: median block baseline {np.median(data[0]):.1f} μs, fixed "
+            f"{np.median(data[1]):.1f} μs" + ("" if reduction is None else f" ({suffix[2:]})")
+        )
+    ylabel = "block median host latency (μs)"
+    shown = list(not_from_zero)
+    if shown and len(shown) == len(keys):
+        ylabel += "; y axes do not start at 0"
+    elif shown:
+        ylabel += f"; axis not from 0 in {', '.join(shown)}"
+    fig.supylabel(ylabel)
+    fig.suptitle(
+        "Per-block medians: each line joins one block's baseline and fixed halves"
+        + (" (black: outlier block)" if any_outlier else "")
+    )
+    fig.alt_text = (
+        "Box-and-dot plots of block median host latency, baseline and fixed, one panel per "
+        "case, a line joining the two halves of each block; each panel has its own scale"
+        + (", not starting at 0" if shown else "")
+        + ". "
+        + "; ".join(alt_parts)
+        + "."
+    )
     return fig
 
 
-def call_distribution(result: RunResult, case: str | None = None) -> Figure:
-    """Every call's host latency for one case, per variant (violin + block medians)."""
+# --- every call of one case ---------------------------------------------------------------
+
+LOW_PERCENTILE = 0.5
+HIGH_PERCENTILE = 99.0
+LOG_SCALE_SPAN = 2.0  # a log axis once the plotted range spans more than this factor
+
+
+def call_range(calls: pd.DataFrame) -> tuple[float, float]:
+    """The plotted range of per-call latencies: the lowest variant's 0.5th percentile to
+    the highest variant's 99th."""
+    data = [calls.loc[calls["variant"] == v, "host_observed_us"].to_numpy() for v in VARIANTS]
+    data = [d for d in data if d.size]
+    return (
+        float(min(np.percentile(d, LOW_PERCENTILE) for d in data)),
+        float(max(np.percentile(d, HIGH_PERCENTILE) for d in data)),
+    )
+
+
+def _violin(ax: Axes, x: float, values: np.ndarray, color: str, log: bool) -> tuple[float, float]:
+    """A violin of ``values`` that tapers to nothing past the data (a Gaussian KDE
+    evaluated two bandwidths beyond the extremes, in log space on a log axis); returns the
+    span it covers, which the axis must hold whole."""
+    data = np.log(values) if log else values
+    if data.size < 2 or np.ptp(data) == 0:
+        return float(values.min()), float(values.max())
+    kde = sps.gaussian_kde(data)
+    bandwidth = float(np.sqrt(kde.covariance[0, 0]))
+    grid = np.linspace(data.min() - 2 * bandwidth, data.max() + 2 * bandwidth, 300)
+    density = kde(grid)
+    half = 0.4 * density / density.max()
+    ys = np.exp(grid) if log else grid
+    ax.fill_betweenx(ys, x - half, x + half, color=color, alpha=0.35, lw=0, gid="violin")
+    return float(ys.min()), float(ys.max())
+
+
+def _sparse_log_label(value: float, _position: int) -> str:
+    """A minor tick's label on a log axis only at 2 and 5 times a power of ten."""
+    leading = value / 10 ** np.floor(np.log10(value)) if value > 0 else 0
+    return f"{value:g}" if round(leading) in (2, 5) else ""
+
+
+def call_distribution(result: RunResult, case: str | None = None) -> ReportFigure:
+    """Every call's host latency for one case, per variant: a violin of the calls within
+    the plotted range (0.5th to 99th percentile; whole, never cut by the frame), each
+    variant's median in its colour, and how many calls lie outside the range."""
+    reason = tables.DETAIL_REASON if case is None else "the case asked for"
     case = case or tables.detail_case(result)
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
     calls = tables.calls_frame(result, case) if case else pd.DataFrame()
+    title = "Per-call host latency"
     if calls.empty:
-        return _message_panel(fig, "Per-call host latency", "no measured calls in this run")
+        return _message_panel(title, "no measured calls in this run")
+    measured = [r for r in result.records if r.get("case") == case]
+    tokens = min(r["tokens"] for r in measured)  # calls_frame's: the first length
+    lengths = {r["tokens"] for r in measured}
+    label = CASE_LABELS.get(case, case) + (f" at {tokens} tokens" if len(lengths) > 1 else "")
+    fig = _new(8, 4.8)
     ax = fig.add_subplot()
-    data = [calls[calls["variant"] == v]["host_observed_us"].to_numpy() for v in VARIANTS]
-    parts = ax.violinplot(data, showmedians=True, showextrema=False)
-    for body, variant in zip(parts["bodies"], VARIANTS, strict=True):
-        body.set_facecolor(COLORS[variant])
-        body.set_alpha(0.35)
-    high = max(np.percentile(d, 99) for d in data if len(d))
-    low = min(np.percentile(d, 0.5) for d in data if len(d))
-    ax.set_ylim(low * 0.95, high * 1.05)
-    ax.set_xticks([1, 2], [f"{v}\n({len(d)} calls)" for v, d in zip(VARIANTS, data, strict=True)])
-    ax.set_ylabel("host latency per call (μs), 0.5th–99th percentile shown")
-    ax.set_title(f"Per-call distribution: {CASE_LABELS.get(case, case)}")
-    ax.grid(axis="y", alpha=0.3)
+    low, high = call_range(calls)
+    log = low > 0 and high / low > LOG_SCALE_SPAN
+    spans = [low, high]
+    outside_lines = []
+    alt_parts = []
+    for x, variant in enumerate(VARIANTS, start=1):
+        values = calls.loc[calls["variant"] == variant, "host_observed_us"].to_numpy()
+        if not values.size:
+            continue
+        inside = values[(values >= low) & (values <= high)]
+        above, below = int((values > high).sum()), int((values < low).sum())
+        if inside.size:
+            spans.extend(_violin(ax, x, inside, COLORS[variant], log))
+        median = float(np.median(values))
+        ax.hlines(median, x - 0.3, x + 0.3, color=COLORS[variant], lw=2.2, zorder=3, gid="median")
+        ax.text(
+            x + 0.32, median, f"median {median:.1f}", color=COLORS[variant], va="center", fontsize=8
+        )
+        hidden = []
+        if above:
+            hidden.append(f"{above} above {high:.0f} μs")
+        if below:
+            hidden.append(f"{below} below {low:.0f} μs")
+        note = f"{len(values)} calls, " + (
+            " and ".join(hidden) + " not shown" if hidden else "all shown"
+        )
+        outside_lines.append(f"{variant}: {note}")
+        alt_parts.append(f"{variant} median {median:.1f} μs, {note}")
+    bottom, top = min(spans), max(spans)
+    if log:
+        ax.set_yscale("log")
+        ax.set_ylim(bottom / 1.05, top * 1.05)
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(FuncFormatter(_sparse_log_label))
+    else:
+        pad = 0.04 * (top - bottom or top or 1.0)
+        ax.set_ylim(max(bottom - pad, 0.0), top + pad)
+    ticks = [
+        f"{v}\n" + textwrap.fill(line.split(": ", 1)[1], 40)
+        for v, line in zip(VARIANTS, outside_lines, strict=True)
+    ]
+    ax.set_xticks([1, 2], ticks, fontsize=9)
+    ax.set_xlim(0.4, 2.9)
+    scale = "log scale" if log else ("linear" if ax.get_ylim()[0] <= 0 else "linear, not from 0")
+    ax.set_ylabel(f"host latency per call (μs; {scale})")
+    ax.set_title(
+        f"Per-call host latency: {label}\n({reason}; "
+        f"{LOW_PERCENTILE:g}th–{HIGH_PERCENTILE:g}th percentile shown)",
+        fontsize=11,
+    )
+    ax.grid(axis="y", alpha=0.3, which="both")
+    fig.alt_text = (
+        f"Violin plots of every call's host latency for {label} ({reason}), baseline and "
+        f"fixed, {low:.0f}–{high:.0f} μs shown ({scale}): " + "; ".join(alt_parts) + "."
+    )
     return fig
 
 
-def frequency_trace(result: RunResult) -> Figure:
-    """CPU MHz of the pinned core at block start and end over wall time, per variant."""
+# --- CPU frequency ------------------------------------------------------------------------
+
+
+def _frequency_values(frame: pd.DataFrame) -> pd.Series:
+    return pd.concat([frame["cpu_mhz_start"], frame["cpu_mhz_end"]]).dropna()
+
+
+def frequency_note(result: RunResult) -> str | None:
+    """One line when the core's frequency cannot be observed (None when it can: then
+    ``frequency_trace`` draws it)."""
+    frame = tables.blocks_frame(result)
+    source = result.metadata.get("cpu_frequency_source", "unknown")
+    if frame.empty:
+        return "CPU frequency: no measured blocks in this run."
+    mhz = _frequency_values(frame)
+    if mhz.empty:
+        return f"CPU frequency not observable on this machine (source: {source})."
+    if mhz.nunique() == 1:
+        return (
+            f"CPU frequency not observable on this machine: {source} reports a constant "
+            f"{mhz.iloc[0]:.0f} MHz at every block (typical of a VM or a fixed nominal value)."
+        )
+    return None
+
+
+def frequency_trace(result: RunResult) -> ReportFigure | None:
+    """The pinned core's MHz at the start and end of every block half, over wall time,
+    coloured by the variant that ran, blocks the diagnostics flag ringed; None when the
+    frequency is not observable (``frequency_note`` says so in one line)."""
+    if frequency_note(result) is not None:
+        return None
     frame = tables.blocks_frame(result)
     source = result.metadata.get("cpu_frequency_source", "unknown")
     core = result.metadata.get("cpu_core")
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    title = f"CPU frequency of core {core} (source: {source})"
-    if frame.empty:
-        return _message_panel(fig, title, "no measured blocks in this run")
-    mhz = pd.concat([frame["cpu_mhz_start"], frame["cpu_mhz_end"]]).dropna()
-    if mhz.empty:
-        return _message_panel(
-            fig, title, f"CPU frequency not observable on this machine (source: {source})."
-        )
-    if mhz.nunique() == 1:
-        return _message_panel(
-            fig,
-            title,
-            f"CPU frequency not observable on this machine: {source} reports a constant "
-            f"{mhz.iloc[0]:.0f} MHz at every block (typical of a VM or a fixed nominal value).",
-        )
+    fig = _new(11, 4)
     ax = fig.add_subplot()
     t0 = frame["wall_start"].min()
+    mhz = _frequency_values(frame)
     for variant in VARIANTS:
         sub = frame[frame["variant"] == variant]
-        times = np.concatenate([sub["wall_start"] - t0, sub["wall_end"] - t0])
-        values = np.concatenate([sub["cpu_mhz_start"], sub["cpu_mhz_end"]])
-        order = np.argsort(times)
-        ax.plot(
-            times[order], values[order], marker=".", lw=0.8, color=COLORS[variant], label=variant
+        xs = np.column_stack([sub["wall_start"] - t0, sub["wall_end"] - t0])
+        ys = np.column_stack([sub["cpu_mhz_start"], sub["cpu_mhz_end"]]).astype(float)
+        for x, y in zip(xs, ys, strict=True):
+            ax.plot(x, y, color=COLORS[variant], lw=1.2, marker=".", ms=4, gid=variant)
+    flagged = _frequency_flagged(result, frame)
+    handles = [Line2D([], [], color=COLORS[v], marker=".", label=f"{v} ran") for v in VARIANTS]
+    if not flagged.empty:
+        ax.scatter(
+            flagged["wall_start"] - t0,
+            flagged["cpu_mhz_start"],
+            s=80,
+            facecolors="none",
+            edgecolors=OUTLIER_EDGE,
+            zorder=4,
         )
-    ax.set_xlabel("wall time since first block (s)")
-    ax.set_ylabel("MHz")
-    ax.set_title(title)
-    ax.legend()
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="o",
+                mfc="none",
+                mec=OUTLIER_EDGE,
+                label="excursion: > 2 % from\nits case's median MHz",
+            )
+        )
+    fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
+    ax.set_xlabel("wall time since the first block (s)")
+    ax.set_ylabel("MHz (axis not from 0)")
+    ax.set_title(
+        f"CPU frequency of core {core} at each block half's start and end (source: {source})",
+        fontsize=11,
+    )
     ax.grid(alpha=0.3)
+    blocks = flagged.groupby(["case", "tokens"])["block"].nunique().sum() if len(flagged) else 0
+    fig.alt_text = (
+        f"Line segments of core {core}'s frequency at the start and end of each block half "
+        f"over wall time, coloured by the variant that ran: {mhz.min():.0f}–{mhz.max():.0f} "
+        f"MHz, median {mhz.median():.0f}; {blocks} blocks flagged for a frequency excursion."
+    )
     return fig
 
 
-def reduction_forest(result: RunResult) -> Figure:
-    """Reduction per case with its 95 % interval; the dashed line is no change."""
+def _frequency_flagged(result: RunResult, frame: pd.DataFrame) -> pd.DataFrame:
+    """Records of blocks the diagnostics flag for a frequency excursion."""
+    parts = []
+    for row in result.summary:
+        flagged = ((row.get("diagnostics") or {}).get("frequency") or {}).get("flagged") or []
+        if not flagged:
+            continue
+        sub = frame[(frame["case"] == row["case"]) & (frame["tokens"] == row["tokens"])]
+        blocks = sorted(set(sub["block"]))
+        chosen = {blocks[i] for i in flagged if i < len(blocks)}
+        parts.append(sub[sub["block"].isin(chosen)])
+    return pd.concat(parts) if parts else frame.iloc[0:0]
+
+
+# --- the verdict --------------------------------------------------------------------------
+
+
+def reduction_forest(result: RunResult) -> ReportFigure:
+    """Reduction per case with the interval the verdict uses, coloured by verdict, each
+    row labelled with its figure; each worker's own reduction (the t interval's units)
+    and the A/A interval where there is one."""
     rows = [r for r in result.summary if r.get("valid") and r.get("reduction_ci95_pct")]
-    fig = Figure(figsize=(8, 0.55 * max(len(rows), 1) + 1.5), layout="constrained")
     if not rows:
-        return _message_panel(fig, "Host latency reduction", "no valid measured case")
+        return _message_panel("Host latency reduction", "no valid measured case")
     several = len({r["tokens"] for r in rows}) > 1
     rows.sort(key=lambda r: tables.table_order(r["case"], r["tokens"]), reverse=True)
+    fig = _new(11.5, 0.6 * len(rows) + 2.1)
     ax = fig.add_subplot()
+    has_workers = has_aa = False
     for y, row in enumerate(rows):
-        # The interval and the headline are drawn apart: in one process the interval is
+        color = VERDICT_COLORS.get(row.get("verdict"), "#57606a")
+        aa = (row.get("aa") or {}).get("reduction_ci95_pct")
+        if aa:
+            has_aa = True
+            ax.fill_betweenx(
+                [y - 0.3, y + 0.3],
+                aa[0],
+                aa[1],
+                color="#d0d7de",
+                alpha=0.7,
+                zorder=1,
+                lw=0,
+                gid="aa",
+            )
+        # Interval and headline are drawn apart: in one process the interval is
         # Hodges–Lehmann's, which need not be centred on the PR's ratio of medians.
         low, high = row["reduction_ci95_pct"]
-        ax.hlines(y, low, high, color="#333", lw=2)
-        ax.plot([low, high], [y, y], "|", color="#333", ms=10)
-        ax.plot(row["reduction_pct"], y, "o", color="#333")
+        ax.hlines(y, low, high, color=color, lw=2.5, zorder=3, gid="interval")
+        ax.plot([low, high], [y, y], "|", color=color, ms=12, mew=2, zorder=3)
+        ax.plot(row["reduction_pct"], y, "o", color=color, ms=7, zorder=4)
+        units = row.get("worker_reduction_pct") or []
+        if len(units) > 1:
+            has_workers = True
+            ax.plot(
+                units,
+                [y - 0.22] * len(units),
+                ls="",
+                marker="o",
+                ms=4,
+                mfc="none",
+                mec=color,
+                alpha=0.8,
+                zorder=3,
+            )
     ax.axvline(0, color="grey", ls="--", lw=1)
-    ax.set_yticks(
-        range(len(rows)), [tables.input_label(r["case"], r["tokens"], several) for r in rows]
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(range(len(rows)), [_label(r["case"], r["tokens"], several) for r in rows])
+    right = ax.twinx()
+    right.set_ylim(ax.get_ylim())
+    right.set_yticks(range(len(rows)), [tables.reduction_label(r) for r in rows])
+    for tick, row in zip(right.get_yticklabels(), rows, strict=True):
+        tick.set_color(VERDICT_COLORS.get(row.get("verdict"), "#57606a"))
+    right.tick_params(axis="y", length=0)
+    methods = {tables.interval_method(r) for r in rows}
+    method = f"\n({methods.pop()})" if len(methods) == 1 else ""
+    ax.set_xlabel("host latency reduction (%); positive: fixed is faster")
+    levels = {tables.level_text(r.get("ci_level", stats.CONFIDENCE)) for r in rows}
+    level = f"{levels.pop()} " if len(levels) == 1 else ""
+    ax.set_title(
+        f"Reduction per case with the {level}interval the verdict uses{method}", fontsize=11
     )
-    ax.set_xlabel("host latency reduction (%) with the interval the verdict uses")
-    ax.set_title("Reduction per case (positive: fixed is faster)")
     ax.grid(axis="x", alpha=0.3)
+    handles = [
+        Line2D([], [], color=c, lw=2.5, marker="o", label=v)
+        for v, c in VERDICT_COLORS.items()
+        if any(r.get("verdict") == v for r in rows)
+    ]
+    if has_workers:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="o",
+                ms=4,
+                mfc="none",
+                mec="#333",
+                label="each worker's own reduction",
+            )
+        )
+    if has_aa:
+        handles.append(Patch(color="#d0d7de", label="A/A interval (no real difference)"))
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False
+    )
+    fig.alt_text = (
+        "Forest plot of the host latency reduction per case with the interval the "
+        "verdict uses: "
+        + "; ".join(
+            f"{_label(r['case'], r['tokens'], several)} {tables.reduction_label(r)}"
+            for r in reversed(rows)
+        )
+        + "."
+    )
     return fig
+
+
+# --- across runs --------------------------------------------------------------------------
+
+
+def _run_values(result: RunResult) -> dict[str, tuple[float, tuple[float, float] | None]]:
+    values = {}
+    for row in result.summary:
+        if row.get("valid") and row.get("reduction_pct") is not None:
+            ci = row.get("reduction_ci95_pct")
+            values[f"{row['case']}@{row['tokens']}"] = (
+                row["reduction_pct"],
+                (float(ci[0]), float(ci[1])) if ci else None,
+            )
+    return values
+
+
+def _key_label(key: str, several: bool) -> str:
+    case, tokens = key.split("@")
+    return _label(case, int(tokens), several)
+
+
+def _key_order(key: str) -> tuple[int, int]:
+    case, tokens = key.split("@")
+    return tables.table_order(case, int(tokens))
 
 
 def compare_reductions(
@@ -170,8 +855,10 @@ def compare_reductions(
     reference: Mapping[str, Any] | None = None,
     *,
     allow_mixed_windows: bool = False,
-) -> Figure:
-    """Reduction per case across runs (and the PR's reference table), side by side.
+) -> ReportFigure:
+    """Reduction per case across runs (and the PR's reference table), each with its
+    interval; beside it, for runs of the same configuration, the row-wise difference with
+    its interval (``tables.differences``). A caption says when CPU rows sit beside GPU rows.
 
     Runs timed with different windows are refused unless ``allow_mixed_windows``, which
     labels every series with its window (``report.compared_windows``).
@@ -179,17 +866,9 @@ def compare_reductions(
     seen = tables.compared_windows(
         dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
     )
-    series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = []
-    for name, result in runs.items():
-        values = {}
-        for row in result.summary:
-            if row.get("valid") and row.get("reduction_pct") is not None:
-                ci = row.get("reduction_ci95_pct")
-                values[f"{row['case']}@{row['tokens']}"] = (
-                    row["reduction_pct"],
-                    tuple(ci) if ci else None,
-                )
-        series.append((tables.series_label(name, seen), values))
+    series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = [
+        (tables.series_label(name, seen), _run_values(result)) for name, result in runs.items()
+    ]
     if reference is not None:
         tokens = reference.get("tokens")
         series.append(
@@ -198,43 +877,103 @@ def compare_reductions(
                 {f"{r['case']}@{tokens}": (r["reduction_pct"], None) for r in reference["rows"]},
             )
         )
-    keys = sorted(
-        {k for _, v in series for k in v},
-        key=lambda k: tables.table_order(k.split("@")[0], int(k.split("@")[1])),
-    )
-    fig = Figure(
-        figsize=(10, 0.5 * max(len(keys), 1) * max(len(series), 1) / 2 + 2), layout="constrained"
-    )
+    keys = sorted({k for _, v in series for k in v}, key=_key_order)
     if not keys:
-        return _message_panel(fig, "Reduction across runs", "no valid rows to compare")
-    ax = fig.add_subplot()
-    height = 0.8 / len(series)
+        return _message_panel("Reduction across runs", "no valid rows to compare")
+    diffs = [
+        d
+        for d in tables.differences(dict(runs))
+        if isinstance(d["difference"], stats.ReductionDifference)
+    ]
+    caption = tables.regime_caption(dict(runs), dict(reference) if reference else None)
+    height = 0.2 * len(keys) * max(len(series), 2) + 2.6
+    fig = _new(13 if diffs else 10, height)
+    if diffs:
+        ax, dax = fig.subplots(1, 2, sharey=True, width_ratios=(3, 2))
+    else:
+        ax, dax = fig.add_subplot(), None
     several = len({k.split("@")[1] for k in keys}) > 1
+    step = 0.8 / len(series)
+    ypos = {key: len(keys) - 1 - j for j, key in enumerate(keys)}
     for i, (name, values) in enumerate(series):
-        ys, xs, errs = [], [], [[], []]
-        for j, key in enumerate(keys):
-            if key not in values:
-                continue
-            value, ci = values[key]
-            ys.append(len(keys) - 1 - j - (i - (len(series) - 1) / 2) * height)
+        offset = (i - (len(series) - 1) / 2) * step
+        ys, xs, lows, highs = [], [], [], []
+        for key, (value, ci) in values.items():
+            ys.append(ypos[key] - offset)
             xs.append(value)
-            errs[0].append(value - ci[0] if ci else 0.0)
-            errs[1].append(ci[1] - value if ci else 0.0)
-        has_ci = any(errs[0]) or any(errs[1])
-        ax.barh(
-            ys,
+            lows.append(value - ci[0] if ci else 0.0)
+            highs.append(ci[1] - value if ci else 0.0)
+        has_ci = any(lows) or any(highs)
+        ax.errorbar(
             xs,
-            height=height * 0.9,
-            xerr=errs if has_ci else None,
+            ys,
+            xerr=[lows, highs] if has_ci else None,
+            ls="",
+            marker="o" if has_ci else "D",
+            ms=6,
             capsize=3,
+            color=SERIES_COLORS[i % len(SERIES_COLORS)],
             label=name,
-            alpha=0.8,
         )
-    labels = [tables.input_label(k.split("@")[0], int(k.split("@")[1]), several) for k in keys]
-    ax.set_yticks(range(len(keys)), labels[::-1])
-    ax.axvline(0, color="grey", lw=1)
-    ax.set_xlabel("host latency reduction (%)")
-    ax.set_title("Reduction per case across runs (bars: 95 % interval where measured)")
-    ax.legend(fontsize=8)
+    ax.set_yticks(range(len(keys)), [_key_label(k, several) for k in keys][::-1])
+    ax.axvline(0, color="grey", lw=1, ls="--")
+    ax.set_xlabel("host latency reduction (%) with the verdict's 95 % interval")
+    ax.set_title("Reduction per case across runs", fontsize=11)
+    fig.legend(
+        *ax.get_legend_handles_labels(),
+        loc="outside upper center",
+        ncols=min(len(series), 4),
+        fontsize=8,
+        frameon=False,
+    )
     ax.grid(axis="x", alpha=0.3)
+    alt = [
+        f"{name}: " + ", ".join(f"{_key_label(k, several)} {v[0]:.1f} %" for k, v in values.items())
+        for name, values in series
+    ]
+    if dax is not None:
+        pairs = sorted({(d["a"], d["b"]) for d in diffs})
+        dstep = 0.8 / len(pairs)
+        for i, pair in enumerate(pairs):
+            offset = (i - (len(pairs) - 1) / 2) * dstep
+            mine = [d for d in diffs if (d["a"], d["b"]) == pair]
+            for d in mine:
+                diff = d["difference"]
+                y = ypos[f"{d['case']}@{d['tokens']}"] - offset
+                color = DIFFERS_COLOR if diff.excludes_zero else VERDICT_COLORS[stats.NO_DIFFERENCE]
+                dax.hlines(y, diff.low, diff.high, color=color, lw=2.2, gid="difference")
+                dax.plot(diff.difference_pp, y, "o", color=color)
+            alt.append(
+                f"difference {pair[1]} minus {pair[0]}: "
+                + ", ".join(
+                    f"{CASE_LABELS.get(d['case'], d['case'])} {d['difference'].difference_pp:+.1f}"
+                    f" pp [{d['difference'].low:+.1f}, {d['difference'].high:+.1f}]"
+                    for d in mine
+                )
+            )
+        dax.axvline(0, color="grey", lw=1, ls="--")
+        dax.set_xlabel("difference B − A (percentage points), 95 % interval")
+        names = "; ".join(f"B = {b}, A = {a}" for a, b in pairs)
+        dax.set_title(textwrap.fill(f"Same configuration: {names}", 60), fontsize=9)
+        dax.grid(axis="x", alpha=0.3)
+        dax.legend(
+            handles=[
+                Line2D([], [], color=DIFFERS_COLOR, lw=2, label="runs differ"),
+                Line2D(
+                    [],
+                    [],
+                    color=VERDICT_COLORS[stats.NO_DIFFERENCE],
+                    lw=2,
+                    label="no detectable difference",
+                ),
+            ],
+            fontsize=8,
+        )
+    if caption:
+        fig.supxlabel(textwrap.fill(caption, 150), fontsize=9, color="#9a6700")
+    fig.alt_text = (
+        "Dot-and-interval plot of the host latency reduction per case for each run. "
+        + "; ".join(alt)
+        + (f". {caption}" if caption else ".")
+    )
     return fig

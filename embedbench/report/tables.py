@@ -122,6 +122,20 @@ def level_text(level: Any) -> str:
     return "n/a" if level is None else f"{100.0 * stats.labelled_level(float(level)):.4g}%"
 
 
+def reduction_label(row: dict[str, Any]) -> str:
+    """A row's figure in words: ``43.2 % [38.1, 46.5] faster`` (the verdict's interval,
+    with its level when below 95 %)."""
+    reduction, ci = row.get("reduction_pct"), row.get("reduction_ci95_pct")
+    if reduction is None:
+        return str(row.get("verdict", "invalid"))
+    text = f"{reduction:.1f} %"
+    if ci:
+        level = float(row.get("ci_level", stats.CONFIDENCE))
+        below = stats.labelled_level(level) < stats.CONFIDENCE
+        text += f" [{ci[0]:.1f}, {ci[1]:.1f}]" + (f" ({level_text(level)})" if below else "")
+    return f"{text} {row.get('verdict', '')}".rstrip()
+
+
 def interval_method(row: dict[str, Any]) -> str:
     """How a row's interval was made, in words (what it can and cannot see)."""
     method = row.get("interval_method")
@@ -246,6 +260,7 @@ def blocks_frame(result: RunResult) -> pd.DataFrame:
                 "variant": record["variant"],
                 "block": record["block"],
                 "position": record.get("position"),
+                "worker": record.get("worker"),
                 **{
                     f"median_{name}": float(v)
                     for name, v in zip(METRIC_ORDER, medians, strict=True)
@@ -278,8 +293,12 @@ def calls_frame(result: RunResult, case: str, tokens: int | None = None) -> pd.D
     return pd.DataFrame(rows)
 
 
+DETAIL_REASON = "the most complex case measured"
+
+
 def detail_case(result: RunResult) -> str | None:
-    """The case shown call by call: the most complex measured one (interleaved first)."""
+    """The case shown call by call: the most complex measured one (interleaved first;
+    ``DETAIL_REASON`` says so in the figure's title)."""
     measured = {r["case"] for r in result.summary if r.get("valid")}
     for case in reversed(CASES):
         if case in measured:
@@ -541,8 +560,31 @@ def environment_table() -> pd.DataFrame:
     ).set_index("fact")
 
 
+def device_label(metadata: dict[str, Any]) -> str:
+    """``CPU``, or the GPU's name (``cuda`` when the run did not record it)."""
+    device = str(metadata.get("device") or "unknown device")
+    if device == "cpu":
+        return "CPU"
+    return str(metadata.get("device_name") or device)
+
+
+def checkpoint_kind(metadata: dict[str, Any]) -> str:
+    """``synthetic`` or ``real`` checkpoint (``unknown checkpoint`` when not recorded)."""
+    synthetic = metadata.get("synthetic")
+    if synthetic is None:
+        return "unknown checkpoint"
+    return "synthetic" if synthetic else "real"
+
+
+def run_label(result: RunResult) -> str:
+    """What a run measured, in a few words: device, target and checkpoint kind."""
+    m = result.metadata
+    return f"{device_label(m)} · {m.get('target') or 'unknown target'} · {checkpoint_kind(m)}"
+
+
 def load_runs(directories: Any, *, include_reference: bool) -> dict[str, RunResult]:
-    """Load output dirs for comparison, keyed by a short unique name.
+    """Load output dirs for comparison, keyed by a short unique name: the run's device,
+    target and checkpoint kind (``run_label``), then its directory where that repeats.
 
     Two or more are needed, or one when the PR's reference table is included.
     """
@@ -553,12 +595,15 @@ def load_runs(directories: Any, *, include_reference: bool) -> dict[str, RunResu
             f"results_dirs needs at least {needed} run dirs, got {len(paths)}; "
             'pass e.g. -y "results_dirs: [runA, runB]"'
         )
+    loaded = [load_results(path) for path in paths]
+    labels = [run_label(result) for result in loaded]
     runs: dict[str, RunResult] = {}
-    for path in paths:
-        result = load_results(path)
-        name = result.directory.name or path
+    for path, label, result in zip(paths, labels, loaded, strict=True):
+        directory = result.directory.name or path
+        name = label if labels.count(label) == 1 else f"{label} · {directory}"
         while name in runs:
-            name = f"{result.directory.parent.name}/{name}"
+            directory = f"{result.directory.parent.name}/{directory}"
+            name = f"{label} · {directory}"
         runs[name] = result
     return runs
 
@@ -573,14 +618,174 @@ def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
                 "run": name,
                 "device": f"{m.get('device')} ({m.get('device_name')})",
                 "target": m.get("target"),
-                "synthetic": m.get("synthetic"),
+                "checkpoint": checkpoint_kind(m),
+                "directory": str(result.directory),
                 "design": f"{m.get('blocks')}×{m.get('iterations')} (warmup {m.get('warmup')})",
+                "workers": m.get("processes", 1),
                 "timing window": timing_window(m),
                 "status": m.get("status"),
                 "started": _utc_iso(m.get("start_time")),
             }
         )
     return pd.DataFrame(rows).set_index("run")
+
+
+_ITEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
+
+
+def lookup_bytes(metadata: dict[str, Any]) -> int | None:
+    """Bytes one lookup of the run's longest length copies (None when not recorded)."""
+    shape = metadata.get("embedding_shape") or []
+    lengths = metadata.get("lengths") or []
+    item = _ITEM_BYTES.get(str(metadata.get("dtype")))
+    if len(shape) != 2 or not lengths or item is None:
+        return None
+    return max(int(t) for t in lengths) * int(shape[1]) * item
+
+
+def _reductions(result: RunResult) -> dict[str, float]:
+    """Each valid case's reduction at the run's first length."""
+    rows = [r for r in result.summary if r.get("valid") and r.get("reduction_pct") is not None]
+    if not rows:
+        return {}
+    tokens = min(r["tokens"] for r in rows)
+    return {r["case"]: float(r["reduction_pct"]) for r in rows if r["tokens"] == tokens}
+
+
+def regime_caption(
+    runs: dict[str, RunResult], reference: dict[str, Any] | None = None
+) -> str | None:
+    """A caption for a comparison where CPU rows sit beside GPU rows (None otherwise):
+    the CPU's lookup copy dominates its call, so the two measure different regimes."""
+    cpu = {n: r for n, r in runs.items() if r.metadata.get("device") == "cpu"}
+    gpu = {
+        n: _reductions(r)
+        for n, r in runs.items()
+        if r.metadata.get("device") not in ("cpu", None, "unknown")
+    }
+    if reference is not None:
+        gpu[reference_name(reference)] = {r["case"]: r["reduction_pct"] for r in reference["rows"]}
+    if not cpu or not gpu:
+        return None
+    cpu_name = max(cpu, key=lambda n: lookup_bytes(cpu[n].metadata) or 0)
+    size = lookup_bytes(cpu[cpu_name].metadata)
+    if size is None:
+        copies = "each lookup copies the embedding rows of every token, which dominates the call"
+    else:
+        tokens = max(int(t) for t in cpu[cpu_name].metadata["lengths"])
+        copies = f"each lookup of {tokens} tokens copies {size / 1e6:.1f} MB"
+        copies += (
+            ", which dominates the call"
+            if size >= 1e6
+            else " here (8.4 MB at the 7B's 1172 tokens × 3584 bf16, where it dominates the call)"
+        )
+    gpu_name, gpu_values = next(iter(gpu.items()))
+    cpu_values = _reductions(cpu[cpu_name])
+    shared = [c for c in CASES if c in cpu_values and c in gpu_values]
+    example = ""
+    if shared:
+        case = "audio" if "audio" in shared else shared[0]
+        example = (
+            f" ({CASE_LABELS.get(case, case)}: {cpu_values[case]:.1f} % on {cpu_name}, "
+            f"{gpu_values[case]:.1f} % on {gpu_name})"
+        )
+    return (
+        f"CPU rows sit beside GPU rows: on CPU {copies}, so CPU and GPU reductions of the "
+        f"same case{example} measure "
+        "different regimes. Read each against runs of its own device."
+    )
+
+
+# A run's configuration for a difference: what must match for two runs' reductions to
+# measure the same thing (the machine, the day and the design may differ).
+CONFIGURATION_FIELDS = ("device", "target", "synthetic", "embedding_shape", "dtype", "lm_shim")
+
+
+def configuration(result: RunResult) -> tuple[Any, ...]:
+    """The fields that must match for two runs to be differenced (plus the window)."""
+    m = result.metadata
+    values = [json.dumps(m.get(name), sort_keys=True) for name in CONFIGURATION_FIELDS]
+    return (*values, timing_window(m))
+
+
+def same_configuration_pairs(runs: dict[str, RunResult]) -> list[tuple[str, str]]:
+    """(first, other) for every run that shares its configuration with an earlier one:
+    each is differenced against the first run of its configuration."""
+    first: dict[tuple[Any, ...], str] = {}
+    pairs = []
+    for name, result in runs.items():
+        key = configuration(result)
+        if key in first:
+            pairs.append((first[key], name))
+        else:
+            first[key] = name
+    return pairs
+
+
+def _row_difference(
+    a: dict[str, Any] | None, b: dict[str, Any] | None
+) -> stats.ReductionDifference | str:
+    """The difference of two summary rows, or why there is none."""
+    if a is None or b is None or not a.get("valid") or not b.get("valid"):
+        return "not measured in both"
+    units_a, units_b = a.get("worker_reduction_pct"), b.get("worker_reduction_pct")
+    if not units_a or not units_b or len(units_a) < 2 or len(units_b) < 2:
+        return "n/a: needs a between-process interval (2+ workers) in both runs"
+    return stats.reduction_difference(units_a, units_b)
+
+
+def differences(
+    runs: dict[str, RunResult],
+) -> list[dict[str, Any]]:
+    """Row-wise differences of runs of the same configuration (``same_configuration_pairs``):
+    per case and length, the other run's reduction minus the first's, with a 95 % interval.
+
+    Each entry: ``a``, ``b`` (run names), ``case``, ``tokens`` and ``difference``
+    (a ``stats.ReductionDifference``, or a string saying why there is none).
+    """
+    found = []
+    for name_a, name_b in same_configuration_pairs(runs):
+        a, b = runs[name_a], runs[name_b]
+        keys = {(r["case"], r["tokens"]) for r in (*a.summary, *b.summary)}
+        for case, tokens in sorted(keys, key=lambda k: table_order(*k)):
+            found.append(
+                {
+                    "a": name_a,
+                    "b": name_b,
+                    "case": case,
+                    "tokens": tokens,
+                    "difference": _row_difference(
+                        a.summary_row(case, tokens), b.summary_row(case, tokens)
+                    ),
+                }
+            )
+    return found
+
+
+def difference_table(runs: dict[str, RunResult]) -> pd.DataFrame:
+    """``differences`` as a table: one row per pair of runs and case (empty when no two
+    runs share a configuration)."""
+    entries = differences(runs)
+    several = len({e["tokens"] for e in entries}) > 1
+    rows = []
+    for entry in entries:
+        diff = entry["difference"]
+        measured = isinstance(diff, stats.ReductionDifference)
+        rows.append(
+            {
+                "Input": input_label(entry["case"], entry["tokens"], several),
+                "Runs (B − A)": f"{entry['b']} − {entry['a']}",
+                "Difference (pp)": f"{diff.difference_pp:+.2f}" if measured else "n/a",
+                "95 % interval (pp)": f"[{diff.low:+.2f}, {diff.high:+.2f}]" if measured else diff,
+                "Reading": (
+                    ("the runs differ" if diff.excludes_zero else "no detectable difference")
+                    if measured
+                    else ""
+                ),
+            }
+        )
+    columns = ["Input", "Runs (B − A)", "Difference (pp)", "95 % interval (pp)", "Reading"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _utc_iso(epoch: Any, timespec: str = "seconds") -> Any:

@@ -1,0 +1,245 @@
+"""The report's sections: one list for the notebooks and the HTML page.
+
+Each section has a title, a paragraph (markdown) and a function of the run that returns
+what it shows: tables (DataFrames), figures (``plots.ReportFigure``, with alt text),
+one-line notes and preformatted text. ``scripts/build_notebooks.py`` writes one markdown
+and one code cell per section (``show(sections.NAME(result))``); ``html.render_html``
+calls the same functions, so both paths show the same sections from the same code.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from embedbench.report import plots, tables
+from embedbench.report.results import RunResult
+
+
+@dataclass(frozen=True)
+class Note:
+    """A line of text (e.g. why a figure is not drawn)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Preformatted:
+    """Text shown as is (the PR's markdown, the diagnostics' notes)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class RawHtml:
+    """HTML shown as is (the banner)."""
+
+    html: str
+
+
+Item = pd.DataFrame | plots.ReportFigure | Note | Preformatted | RawHtml
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled part of the report: ``render(result)`` returns what it shows."""
+
+    title: str | None
+    text: str
+    render: Callable[[RunResult], list[Item]]
+
+    @property
+    def name(self) -> str:
+        """The function's name, as the notebook cell calls it."""
+        return self.render.__name__
+
+
+def status(result: RunResult) -> list[Item]:
+    """The banner: failed validations, an unfinished run, a busy core."""
+    return [RawHtml(tables.banner_html(result))]
+
+
+def pr_format(result: RunResult) -> list[Item]:
+    """The PR's before/after table, rendered and as markdown to paste."""
+    pr = tables.pr_table(result)
+    return [pr, Preformatted(tables.to_pr_markdown(pr))]
+
+
+def interval_and_verdict(result: RunResult) -> list[Item]:
+    """The statistics table and the forest plot of the verdict's intervals."""
+    return [tables.statistics_table(result), plots.reduction_forest(result)]
+
+
+def paired_blocks(result: RunResult) -> list[Item]:
+    """Each block's reduction over time, with the diagnostics drawn."""
+    return [plots.paired_blocks(result)]
+
+
+def diagnostics(result: RunResult) -> list[Item]:
+    """The diagnostics table and one line per diagnostic that fired."""
+    lines = "\n".join(tables.notes(result)) or "nothing stood out"
+    return [tables.diagnostics_table(result), Preformatted(lines)]
+
+
+def block_distributions(result: RunResult) -> list[Item]:
+    """Box and dots of block medians, each block's halves joined."""
+    return [plots.block_distributions(result)]
+
+
+def call_distribution(result: RunResult) -> list[Item]:
+    """Every call of the most complex case."""
+    return [plots.call_distribution(result)]
+
+
+def cpu_frequency(result: RunResult) -> list[Item]:
+    """The frequency trace, or one line saying it cannot be observed."""
+    trace = plots.frequency_trace(result)
+    if trace is not None:
+        return [trace]
+    return [Note(plots.frequency_note(result) or "CPU frequency not observable.")]
+
+
+def timer_floor_and_validation(result: RunResult) -> list[Item]:
+    """The empty call's cost per metric and the lookup counts per case."""
+    return [tables.timer_floor_table(result), tables.validation_table(result)]
+
+
+def provenance(result: RunResult) -> list[Item]:
+    """What was measured where."""
+    return [tables.provenance_table(result)]
+
+
+def _text(text: str) -> str:
+    return textwrap.dedent(text).strip()
+
+
+REPORT_SECTIONS: tuple[Section, ...] = (
+    Section(None, "", status),
+    Section(
+        "Before/after in the PR's format",
+        "The first table is the PR's; the markdown below it pastes into a review as is.",
+        pr_format,
+    ),
+    Section(
+        "Interval and verdict",
+        _text("""
+        One interval per case, the one the verdict and `embedbench gate` use: with several
+        worker processes (the default) a t interval over each worker's own headline, which
+        sees what differs between processes and moments and so predicts a rerun; with one
+        process, Hodges–Lehmann over its blocks. `faster` or `slower` only when an interval
+        of at least 95 % excludes 0; the MDE is the reduction this rule finds 80 % of the
+        time. An A/A check (`aa_check=True`) is reported beside it and never widens it.
+        In the figure each row is coloured by its verdict and labelled with its figure; the
+        open circles are the workers' own reductions the t interval is made of, the grey
+        band the A/A interval where there is one.
+        """),
+        interval_and_verdict,
+    ),
+    Section(
+        "Paired blocks over time",
+        _text("""
+        The design itself: every block runs baseline and fixed once each, in an order drawn
+        per block. Each dot is one block's reduction, in time order; its colour says which
+        variant ran first. Shaded spans are worker processes, each with its own reduction
+        (the line). Outlier blocks are ringed, and drift or an order effect is drawn where
+        the diagnostics detect one.
+        """),
+        paired_blocks,
+    ),
+    Section(
+        "Diagnostics",
+        _text("""
+        Order effect (baseline-first vs fixed-first blocks), drift over the run, outlier
+        blocks (kept, with the reduction recomputed without them), within-block spread and
+        CPU-frequency excursions. Anything that stood out is listed below the table.
+        """),
+        diagnostics,
+    ),
+    Section(
+        "Per-block distributions",
+        _text("""
+        Each dot is one block's median host latency; a line joins the baseline and fixed
+        halves of the same block. Each panel has its own scale.
+        """),
+        block_distributions,
+    ),
+    Section(
+        "Per-call distribution",
+        _text("""
+        Every timed call of one case. The violins are drawn from the calls inside the
+        plotted range; the calls outside it are counted, not hidden.
+        """),
+        call_distribution,
+    ),
+    Section("CPU frequency of the pinned core", "", cpu_frequency),
+    Section("Timer floor and validation", "", timer_floor_and_validation),
+    Section("Provenance", "", provenance),
+)
+
+
+def comparison(
+    runs: Mapping[str, RunResult],
+    reference: Mapping[str, Any] | None = None,
+    *,
+    allow_mixed_windows: bool = False,
+) -> list[Item]:
+    """The compare notebook's reductions: a caption when CPU rows sit beside GPU rows, the
+    figure, and the row-wise differences of runs of one configuration (when any)."""
+    caption = tables.regime_caption(dict(runs), dict(reference) if reference else None)
+    items: list[Item] = [Note(caption)] if caption else []
+    items.append(plots.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows))
+    differences = tables.difference_table(dict(runs))
+    if differences.empty:
+        items.append(Note("No two runs share a configuration: no row-wise difference."))
+    else:
+        items.append(differences)
+    return items
+
+
+def show(items: Iterable[Item]) -> None:
+    """Display a section's items in a notebook (tables styled, figures with alt text)."""
+    from IPython.display import HTML, display
+
+    for item in items:
+        if isinstance(item, pd.DataFrame):
+            display(tables.styled(item))
+        elif isinstance(item, plots.ReportFigure):
+            display(item)
+        elif isinstance(item, RawHtml):
+            display(HTML(item.html))
+        elif isinstance(item, Note | Preformatted):
+            print(item.text)
+        else:
+            raise TypeError(f"cannot show {type(item).__name__}")
+
+
+def markdown_html(text: str) -> str:
+    """A section's paragraph as HTML: escaped, `code` spans, blank lines between paragraphs."""
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+    out = []
+    for paragraph in paragraphs:
+        escaped = html.escape(paragraph)
+        out.append("<p>" + re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped) + "</p>")
+    return "\n".join(out)
+
+
+def item_html(item: Any) -> str:
+    """One item as HTML for the standalone page."""
+    if isinstance(item, pd.DataFrame):
+        index = not isinstance(item.index, pd.RangeIndex)
+        return item.to_html(index=index, border=0, escape=True)
+    if isinstance(item, plots.ReportFigure):
+        return item.img_html()
+    if isinstance(item, RawHtml):
+        return item.html
+    if isinstance(item, Note):
+        return f'<p class="note">{html.escape(item.text)}</p>'
+    if isinstance(item, Preformatted):
+        return f"<pre>{html.escape(item.text)}</pre>"
+    raise TypeError(f"cannot render {type(item).__name__}")

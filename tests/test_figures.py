@@ -1,0 +1,424 @@
+"""The report's figures show the paired design: their structure, not their numbers.
+
+Each test builds a run in memory (block records with a planted outlier, drift, order
+effect, tail calls or CPU frequencies, and the summary rows the runner would write), so
+what a figure must mark is known: which figures exist, their titles and labels, the
+outlier markers, the count of clipped calls, the alt text in both paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+
+from embedbench.cases import CASE_LABELS, VARIANTS
+from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE
+from embedbench.report import plots, sections, tables
+from embedbench.report.html import render_html
+from embedbench.report.results import RunResult
+from embedbench.report.summary import summary_row
+
+ROOT = Path(__file__).resolve().parents[1]
+ITERATIONS = 20
+
+
+def _records(
+    case: str,
+    tokens: int,
+    *,
+    blocks: int,
+    workers: int,
+    outlier: int | None,
+    drift: float,
+    order_shift: float,
+    reduction: float,
+    tail: int,
+    seed: int,
+    t0: float,
+) -> list[dict]:
+    """One case's block records: fixed is ``reduction`` faster, alternating run order."""
+    rng = np.random.default_rng(seed)
+    records = []
+    t = t0
+    for block in range(blocks):
+        first = VARIANTS[block % 2]
+        base = 100.0 * (1.0 + drift * block)
+        ratio = (1.0 - reduction) * (1.0 + rng.normal(0.0, 0.01))
+        if first == "fixed":
+            ratio *= 1.0 + order_shift
+        if block == outlier:
+            ratio = 1.15
+        order = (first, VARIANTS[1 - VARIANTS.index(first)])
+        for position, variant in enumerate(order):
+            level = base if variant == "baseline" else base * ratio
+            host = level * (1.0 + np.abs(rng.normal(0.0, 0.02, ITERATIONS)))
+            if tail and block == blocks - 1:
+                host[:tail] *= 30.0  # calls far above the 99th percentile
+            samples = [[h, 0.9 * h, h] for h in host]
+            records.append(
+                {
+                    "device": "cpu",
+                    "case": case,
+                    "tokens": tokens,
+                    "scope": MICRO_SCOPE,
+                    "variant": variant,
+                    "block": block,
+                    "position": position,
+                    "iterations": ITERATIONS,
+                    "samples_us": samples,
+                    "wall_start": t,
+                    "wall_end": t + 0.01,
+                    "cpu_mhz_start": 2600.0,
+                    "cpu_mhz_end": 2600.0,
+                    "minor_faults": 0,
+                    "worker": block * workers // blocks,
+                }
+            )
+            t += 0.02
+    return records
+
+
+def make_result(
+    *,
+    cases: tuple[str, ...] = ("audio", "interleaved"),
+    tokens: int = 1172,
+    blocks: int = 12,
+    workers: int = 3,
+    outlier: int | None = None,
+    drift: float = 0.0,
+    order_shift: float = 0.0,
+    reduction: float = 0.2,
+    tail: int = 0,
+    device: str = "cpu",
+    directory: str = "synthetic-run",
+    seed: int = 7,
+) -> RunResult:
+    """A complete run of ``cases`` in memory, summarized as the runner summarizes."""
+    records, summary = [], []
+    for i, case in enumerate(cases):
+        case_records = _records(
+            case,
+            tokens,
+            blocks=blocks,
+            workers=workers,
+            outlier=outlier,
+            drift=drift,
+            order_shift=order_shift,
+            reduction=reduction,
+            tail=tail,
+            seed=seed + i,
+            t0=1000.0 + 100.0 * i,
+        )
+        records += case_records
+        summary.append(summary_row(case, tokens, case_records, seed=None))
+    metadata = {
+        "schema_version": 3,
+        "status": "complete",
+        "device": device,
+        "device_name": "NVIDIA H100 80GB HBM3" if device == "cuda" else "Test CPU",
+        "target": "reference",
+        "synthetic": True,
+        "cpu_core": 0,
+        "cpu_frequency_source": "/proc/cpuinfo",
+        "lengths": [tokens],
+        "cases": list(cases),
+        "blocks": blocks,
+        "iterations": ITERATIONS,
+        "warmup": 2,
+        "processes": workers,
+        "timing_window": "pr",
+        "embedding_shape": [152064, 3584],
+        "dtype": "bfloat16",
+        "lm_shim": "flat",
+        "metric_order": list(METRIC_ORDER),
+        "start_time": 1796000000.0,
+    }
+    return RunResult(Path(directory), metadata, records, [], summary)
+
+
+def _texts(fig: Figure) -> list[str]:
+    """Every text of a figure: titles, labels, tick labels, annotations, legends."""
+    found = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    return [t for t in found if t]
+
+
+def _titles(fig: Figure) -> list[str]:
+    return [ax.get_title() for ax in fig.axes if ax.get_title()]
+
+
+def _by_gid(fig: Figure, gid: str) -> list:
+    return fig.findobj(lambda a: a.get_gid() == gid)
+
+
+# --- which figures, and alt text in both paths ------------------------------------------
+
+
+def test_every_figure_is_a_figure_with_alt_text():
+    result = make_result(outlier=4)
+    figures = [
+        item
+        for section in sections.REPORT_SECTIONS
+        for item in section.render(result)
+        if isinstance(item, Figure)
+    ]
+    heads = [(f.get_suptitle() or f.axes[0].get_title()).splitlines()[0] for f in figures]
+    assert heads == [
+        "Reduction per case with the 95% interval the verdict uses",
+        "Paired blocks over time: each dot is one block's baseline/fixed pair",
+        "Per-block medians: each line joins one block's baseline and fixed halves "
+        "(black: outlier block)",
+        "Per-call host latency: Interleaved audio/video",
+    ]
+    assert all(isinstance(f, plots.ReportFigure) and len(f.alt_text) > 40 for f in figures)
+    bundle, metadata = figures[0]._repr_mimebundle_()
+    assert set(bundle) == {"image/png", "text/html", "text/plain"}
+    assert metadata["image/png"]["alt"] == figures[0].alt_text
+    assert bundle["text/html"].startswith('<img alt="Forest plot of the host latency reduction')
+
+
+def test_the_html_page_gives_every_image_its_alt_text():
+    page = render_html(make_result(outlier=4))
+    images = re.findall(r"<img [^>]*>", page)
+    assert len(images) == 4  # forest, paired blocks, box and dots, per call (no MHz trace)
+    alts = [re.search(r'alt="([^"]*)"', image).group(1) for image in images]
+    assert all(len(alt) > 40 and alt != "figure" for alt in alts)
+    assert "outlier blocks 4" in alts[1]
+    assert '<p class="note">CPU frequency not observable on this machine' in page
+
+
+def test_the_notebooks_and_the_html_page_show_the_same_sections():
+    result = make_result()
+    page = render_html(result)
+    titles = [s.title for s in sections.REPORT_SECTIONS if s.title]
+    assert re.findall(r"<h2>(.*?)</h2>", page) == [t.replace("'", "&#x27;") for t in titles]
+    calls = [f"show(sections.{s.name}(result))" for s in sections.REPORT_SECTIONS]
+    for name in ("run.ipynb", "report.ipynb"):
+        nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+        shown = [c.source for c in nb.cells if c.source.startswith("show(sections.")]
+        assert shown == calls, name
+        headings = [c.source.splitlines()[0] for c in nb.cells if c.source.startswith("### ")]
+        assert headings == [f"### {t}" for t in titles], name
+
+
+# --- the paired view --------------------------------------------------------------------
+
+
+def test_the_paired_view_has_one_panel_per_case_in_time_order():
+    fig = plots.paired_blocks(make_result())
+    assert [ax.get_title() for ax in fig.axes] == [CASE_LABELS["audio"], CASE_LABELS["interleaved"]]
+    assert fig.get_supylabel() == "block's reduction (%) = 100 × (1 − fixed / baseline)"
+    assert all(ax.get_xlabel() == "block (time order)" for ax in fig.axes)
+    dots = [c for c in fig.axes[0].collections if c.get_gid() in ("first-baseline", "first-fixed")]
+    x = sorted(int(v) for c in dots for v in c.get_offsets()[:, 0])
+    assert x == list(range(12))  # every block, once, at its index
+    assert len(_by_gid(fig, "worker-reduction")) == 2 * 3  # each worker's own, per case
+    assert not _by_gid(fig, "outliers") and not _by_gid(fig, "drift")
+    labels = fig.legends[0].get_texts()
+    assert {t.get_text() for t in labels} >= {"baseline ran first", "fixed ran first"}
+
+
+def test_the_paired_view_rings_the_outlier_blocks_the_diagnostics_flag():
+    result = make_result(outlier=5)
+    assert result.summary[0]["diagnostics"]["outliers"]["flagged"] == [5]
+    fig = plots.paired_blocks(result)
+    rings = _by_gid(fig, "outliers")
+    assert len(rings) == 2  # one per case
+    assert all(isinstance(r, PathCollection) for r in rings)
+    assert [list(r.get_offsets()[:, 0]) for r in rings] == [[5.0], [5.0]]
+    assert "outlier blocks 5" in fig.alt_text
+    assert "outlier block (diagnostics)" in _texts(fig)
+
+
+def test_the_paired_view_draws_drift_and_an_order_effect_where_detected():
+    drifting = make_result(drift=0.05, cases=("audio",))
+    drift = drifting.summary[0]["diagnostics"]["drift"]
+    assert drift["detected"] and drift["p_baseline"] < 0.05
+    fig = plots.paired_blocks(drifting)
+    assert _by_gid(fig, "baseline-drift")
+    assert "drift: baseline μs rises" in fig.axes[0].get_title()
+
+    ordered = make_result(order_shift=0.1, cases=("audio",))
+    assert ordered.summary[0]["diagnostics"]["order_effect"]["detected"]
+    fig = plots.paired_blocks(ordered)
+    assert len(_by_gid(fig, "order-effect")) == 2  # one median line per run order
+    assert "order effect" in fig.axes[0].get_title()
+    assert "median per run order, in its colour (order effect detected)" in _texts(fig)
+
+
+# --- box and dots -----------------------------------------------------------------------
+
+
+def test_the_box_plot_joins_each_blocks_halves_and_words_a_slowdown_plainly():
+    slower = make_result(reduction=-0.05, outlier=3)
+    fig = plots.block_distributions(slower)
+    for ax in fig.axes:
+        pairs = [line for line in ax.lines if line.get_gid() == "pair"]
+        assert len(pairs) == 12
+        assert [line.get_gid() for line in ax.lines].count("pair") == 12
+        assert sum(line.get_color() == plots.OUTLIER_EDGE for line in pairs) == 1
+        assert re.fullmatch(r".+: fixed \d+\.\d % higher", ax.get_title())
+        assert ax.get_ylabel() == ""  # once, for the figure
+    assert fig.get_supylabel() == "block median host latency (μs); y axes do not start at 0"
+    faster = plots.block_distributions(make_result())
+    assert all(re.fullmatch(r".+: fixed \d+\.\d % lower", ax.get_title()) for ax in faster.axes)
+
+
+# --- the verdict ------------------------------------------------------------------------
+
+
+def test_the_forest_labels_and_colours_each_row_by_its_verdict():
+    result = make_result(cases=("text", "audio"))
+    result.summary[0]["aa"] = {"reduction_pct": 0.1, "reduction_ci95_pct": [-1.0, 1.2]}
+    fig = plots.reduction_forest(result)
+    ax, right = fig.axes
+    rows = list(reversed(result.summary))  # drawn bottom-up
+    assert [t.get_text() for t in right.get_yticklabels()] == [
+        tables.reduction_label(r) for r in rows
+    ]
+    assert all(
+        re.fullmatch(r"\d+\.\d % \[\d+\.\d, \d+\.\d\] faster", tables.reduction_label(r))
+        for r in rows
+    )
+    colors = [t.get_color() for t in right.get_yticklabels()]
+    assert colors == [plots.VERDICT_COLORS[r["verdict"]] for r in rows]
+    intervals = _by_gid(fig, "interval")
+    assert [tuple(seg[:, 0]) for c in intervals for seg in c.get_segments()] == [
+        tuple(r["reduction_ci95_pct"]) for r in rows
+    ]
+    assert len(_by_gid(fig, "aa")) == 1  # the A/A band where there is one
+    assert "95% interval the verdict uses" in ax.get_title()
+    assert "t over 3 worker processes (2 df)" in ax.get_title()
+    assert ax.get_xlabel() == "host latency reduction (%); positive: fixed is faster"
+
+
+def test_reduction_label_shows_a_level_below_95_percent():
+    row = {
+        "reduction_pct": 43.21,
+        "reduction_ci95_pct": [38.1, 46.5],
+        "ci_level": 0.9375,
+        "verdict": "no detectable difference",
+    }
+    assert tables.reduction_label(row) == "43.2 % [38.1, 46.5] (93.75%) no detectable difference"
+    row["ci_level"] = 0.95
+    assert tables.reduction_label({**row, "verdict": "faster"}) == "43.2 % [38.1, 46.5] faster"
+
+
+# --- every call -------------------------------------------------------------------------
+
+
+def test_the_call_figure_counts_the_calls_outside_its_range():
+    result = make_result(tail=4)
+    fig = plots.call_distribution(result)
+    ax = fig.axes[0]
+    calls = tables.calls_frame(result, "interleaved")
+    low, high = plots.call_range(calls)
+    ticks = [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()]
+    hidden = 0
+    for variant, tick in zip(VARIANTS, ticks, strict=True):
+        values = calls.loc[calls["variant"] == variant, "host_observed_us"].to_numpy()
+        above, below = int((values > high).sum()), int((values < low).sum())
+        hidden += above
+        assert tick.startswith(f"{variant} {len(values)} calls, ")
+        assert (f" {above} above {high:.0f} μs" in tick) == (above > 0)
+        assert (f" {below} below {low:.0f} μs" in tick) == (below > 0)
+        assert tick.endswith("not shown" if above or below else "all shown")
+    # The planted tail (4 of each variant's 240 calls at 30 times the rest) is more than
+    # 1 % of the calls: the 99th percentile lies inside it, so some of it is cut, not all.
+    assert 0 < hidden < 8
+    assert "(the most complex case measured;" in ax.get_title()
+    assert ax.get_ylabel() == "host latency per call (μs; log scale)"
+    bottom, top = ax.get_ylim()
+    for body in _by_gid(fig, "violin"):  # whole inside the frame: tapered, never cut
+        ys = body.get_paths()[0].vertices[:, 1]
+        assert bottom < ys.min() and ys.max() < top
+    medians = _by_gid(fig, "median")
+    assert [to_hex(m.get_color()[0]) for m in medians] == [plots.COLORS[v] for v in VARIANTS]
+
+
+# --- CPU frequency ----------------------------------------------------------------------
+
+
+def test_an_unobservable_frequency_is_one_line_and_no_figure():
+    result = make_result()
+    assert plots.frequency_trace(result) is None
+    note = plots.frequency_note(result)
+    assert note.startswith("CPU frequency not observable") and "\n" not in note
+    assert sections.cpu_frequency(result) == [sections.Note(note)]
+
+
+def test_an_observable_frequency_is_traced_per_block_with_the_variant_that_ran():
+    result = copy.deepcopy(make_result(cases=("audio",)))
+    for i, record in enumerate(result.records):
+        record["cpu_mhz_start"], record["cpu_mhz_end"] = 3000.0 - i, 2990.0 - i
+    assert plots.frequency_note(result) is None
+    fig = plots.frequency_trace(result)
+    ax = fig.axes[0]
+    segments = [line for line in ax.lines if line.get_gid() in VARIANTS]
+    assert len(segments) == len(result.records)  # one per block half
+    assert {line.get_gid() for line in segments} == set(VARIANTS)
+    assert ax.get_xlabel() == "wall time since the first block (s)"
+    assert "source: /proc/cpuinfo" in ax.get_title()
+    assert isinstance(sections.cpu_frequency(result)[0], plots.ReportFigure)
+
+
+# --- across runs ------------------------------------------------------------------------
+
+
+def test_runs_are_named_by_device_target_and_checkpoint():
+    cpu = make_result(directory="runs/20261130T062524Z")
+    gpu = make_result(device="cuda", directory="runs/20261201T080000Z")
+    assert tables.run_label(cpu) == "CPU · reference · synthetic"
+    assert tables.run_label(gpu) == "NVIDIA H100 80GB HBM3 · reference · synthetic"
+
+
+def test_cpu_beside_gpu_gets_a_caption():
+    runs = {"cpu run": make_result(), "gpu run": make_result(device="cuda")}
+    caption = tables.regime_caption(runs)
+    assert caption.startswith("CPU rows sit beside GPU rows: on CPU each lookup of 1172 tokens")
+    assert "copies 8.4 MB, which dominates the call" in caption
+    assert tables.regime_caption({"cpu run": make_result()}) is None
+    with_reference = tables.regime_caption({"cpu run": make_result()}, tables.reference_results())
+    assert "18.2 % on PR #7477 (NVIDIA H100 80GB)" in with_reference
+    fig = plots.compare_reductions({"cpu run": make_result()}, tables.reference_results())
+    assert fig.get_supxlabel().replace("\n", " ") == with_reference
+    assert with_reference in fig.alt_text
+
+
+def test_runs_of_one_configuration_get_a_row_wise_difference_with_its_interval():
+    runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
+    found = tables.differences(runs)
+    assert [(d["a"], d["b"], d["case"]) for d in found] == [
+        ("monday", "tuesday", "audio"),
+        ("monday", "tuesday", "interleaved"),
+    ]
+    for entry in found:
+        diff = entry["difference"]
+        rows = [runs[n].summary_row(entry["case"], 1172) for n in ("monday", "tuesday")]
+        assert diff.difference_pp == pytest.approx(
+            rows[1]["reduction_pct"] - rows[0]["reduction_pct"]
+        )
+        assert diff.low < diff.difference_pp < diff.high and diff.excludes_zero
+    table = tables.difference_table(runs)
+    assert list(table["Runs (B − A)"]) == ["tuesday − monday"] * 2
+    assert set(table["Reading"]) == {"the runs differ"}
+    fig = plots.compare_reductions(runs)
+    assert len(fig.axes) == 2 and len(_by_gid(fig, "difference")) == 2
+    # Another device is another configuration: no difference, no second panel.
+    mixed = {"cpu": make_result(), "gpu": make_result(device="cuda")}
+    assert tables.differences(mixed) == [] and tables.difference_table(mixed).empty
+    assert len(plots.compare_reductions(mixed).axes) == 1
+
+
+def test_a_one_process_run_gets_no_difference_interval():
+    runs = {"a": make_result(workers=1), "b": make_result(workers=1, seed=3)}
+    assert {d["difference"] for d in tables.differences(runs)} == {
+        "n/a: needs a between-process interval (2+ workers) in both runs"
+    }
