@@ -369,6 +369,27 @@ def test_an_observable_frequency_is_traced_per_block_with_the_variant_that_ran()
     assert isinstance(sections.cpu_frequency(result)[0], plots.ReportFigure)
 
 
+def test_a_gpu_run_adds_the_sm_clock_trace_after_the_cpu_line():
+    cpu_only = make_result(cases=("audio",))
+    assert plots.gpu_clock_trace(cpu_only) is None  # no clock recorded: no figure
+    result = copy.deepcopy(make_result(cases=("audio",), device="cuda"))
+    for i, record in enumerate(result.records):
+        # The first block after a gap starts at idle clocks, then the GPU is back up.
+        record["gpu_mhz_start"] = 345.0 if i == 0 else 1980.0
+        record["gpu_mhz_end"] = 1980.0
+    fig = plots.gpu_clock_trace(result)
+    ax = fig.axes[0]
+    segments = [line for line in ax.lines if line.get_gid() in VARIANTS]
+    assert len(segments) == len(result.records)
+    assert ax.get_title() == (
+        "SM clock of NVIDIA H100 80GB HBM3 at each block half's start and end (NVML)"
+    )
+    assert "345–1980 MHz" in fig.alt_text
+    shown = sections.cpu_frequency(result)
+    assert isinstance(shown[0], sections.Note) and shown[1] is not None
+    assert isinstance(shown[1], plots.ReportFigure)
+
+
 # --- across runs ------------------------------------------------------------------------
 
 

@@ -708,6 +708,40 @@ def frequency_trace(result: RunResult) -> ReportFigure | None:
     return fig
 
 
+def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
+    """The GPU's SM clock (NVML) at the start and end of every block half, over wall time,
+    coloured by the variant that ran; None when no clock was recorded (CPU runs, or no
+    NVML). A GPU that dropped to idle clocks in a gap shows as a low first block."""
+    frame = tables.blocks_frame(result)
+    if frame.empty or "gpu_mhz_start" not in frame:
+        return None
+    clocks = pd.concat([frame["gpu_mhz_start"], frame["gpu_mhz_end"]]).dropna().astype(float)
+    if clocks.empty:
+        return None
+    fig = _new(11, 3.6)
+    ax = fig.add_subplot()
+    t0 = frame["wall_start"].min()
+    for variant in VARIANTS:
+        sub = frame[frame["variant"] == variant]
+        xs = np.column_stack([sub["wall_start"] - t0, sub["wall_end"] - t0])
+        ys = np.column_stack([sub["gpu_mhz_start"], sub["gpu_mhz_end"]]).astype(float)
+        for x, y in zip(xs, ys, strict=True):
+            ax.plot(x, y, color=COLORS[variant], lw=1.2, marker=".", ms=4, gid=variant)
+    handles = [Line2D([], [], color=COLORS[v], marker=".", label=f"{v} ran") for v in VARIANTS]
+    fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
+    ax.set_xlabel("wall time since the first block (s)")
+    ax.set_ylabel("SM clock, MHz (axis not from 0)")
+    name = result.metadata.get("device_name") or "the GPU"
+    ax.set_title(f"SM clock of {name} at each block half's start and end (NVML)", fontsize=11)
+    ax.grid(alpha=0.3)
+    fig.alt_text = (
+        f"Line segments of the GPU's SM clock at the start and end of each block half over "
+        f"wall time, coloured by the variant that ran: {clocks.min():.0f}–{clocks.max():.0f} "
+        f"MHz, median {clocks.median():.0f}."
+    )
+    return fig
+
+
 def _frequency_flagged(result: RunResult, frame: pd.DataFrame) -> pd.DataFrame:
     """Records of blocks the diagnostics flag for a frequency excursion."""
     parts = []

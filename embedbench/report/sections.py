@@ -98,11 +98,16 @@ def call_distribution(result: RunResult) -> list[Item]:
 
 
 def cpu_frequency(result: RunResult) -> list[Item]:
-    """The frequency trace, or one line saying it cannot be observed."""
+    """The frequency trace, or one line saying it cannot be observed; and on a GPU run
+    with NVML, the SM clock trace."""
     trace = plots.frequency_trace(result)
-    if trace is not None:
-        return [trace]
-    return [Note(plots.frequency_note(result) or "CPU frequency not observable.")]
+    items: list[Item] = (
+        [trace]
+        if trace is not None
+        else [Note(plots.frequency_note(result) or "CPU frequency not observable.")]
+    )
+    gpu = plots.gpu_clock_trace(result)
+    return [*items, gpu] if gpu is not None else items
 
 
 def timer_floor_and_validation(result: RunResult) -> list[Item]:

@@ -269,6 +269,8 @@ def blocks_frame(result: RunResult) -> pd.DataFrame:
                 "wall_end": record["wall_end"],
                 "cpu_mhz_start": record.get("cpu_mhz_start"),
                 "cpu_mhz_end": record.get("cpu_mhz_end"),
+                "gpu_mhz_start": record.get("gpu_mhz_start"),
+                "gpu_mhz_end": record.get("gpu_mhz_end"),
             }
         )
     return pd.DataFrame(rows)
