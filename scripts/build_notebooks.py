@@ -107,12 +107,14 @@ RUN = new_notebook(
     metadata=METADATA,
     cells=[
         md("""
-            # embedbench: Qwen2.5-Omni `embed_input_ids` before/after (vLLM-Omni PR #7477)
+            # embedbench: a thinker's `embed_input_ids` before/after (vLLM-Omni PR #7477)
 
-            Paired host-latency microbenchmark of the baseline and the fixed wrapper. Run it
-            with papermill, e.g. `papermill notebooks/run.ipynb out.ipynb -p model
-            /models/Qwen2.5-Omni-7B`; with no parameters it measures the embedded default
-            (a synthetic checkpoint with the real geometry and the built-in replica).
+            Paired host-latency microbenchmark of the baseline and the fixed wrapper of
+            Qwen2.5-Omni's thinker (PR #7477) or Qwen3-Omni's (PR #7573; `family`, taken from
+            the checkpoint by default). Run it with papermill, e.g. `papermill
+            notebooks/run.ipynb out.ipynb -p model /models/Qwen2.5-Omni-7B`; with no
+            parameters it measures the embedded default (a synthetic Qwen2.5-Omni-7B
+            checkpoint with the real geometry and the built-in replica).
             """),
         code("""
             %matplotlib inline
@@ -219,14 +221,25 @@ COMPARE = new_notebook(
                 display(tables.styled(tables.runs_table(runs)))
                 """)
         ),
-        md("## Before/after per run"),
-        code("tables.styled(tables.compare_table(runs, reference, **mixed))"),
+        md("""
+            ## Before/after per run
+
+            One table per family: Qwen2.5-Omni's and Qwen3-Omni's wrappers differ, so their
+            reductions never share a table. The PR's H100 table (PR #7477) sits beside the
+            Qwen2.5-Omni runs; PR #7573 published no before/after table to set beside
+            Qwen3-Omni's.
+            """),
+        code("""
+            for family, table in tables.compare_tables(runs, reference, **mixed).items():
+                print(family)
+                display(tables.styled(table))
+            """),
         md("""
             ## Reduction per case
 
             Each run's reduction with the interval its verdict uses (the PR's table has
-            none). Runs of one configuration (device, target, checkpoint, geometry, LM shim
-            and window) measured on different machines or days get a row-wise difference:
+            none). Runs of one configuration (family, device, target, checkpoint, geometry, LM
+            shim and window) measured on different machines or days get a row-wise difference:
             the later run's reduction minus the first's, in percentage points, with a 95 %
             Welch interval from each run's worker processes. A caption says when CPU rows
             sit beside GPU rows, which measure different regimes.

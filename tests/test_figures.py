@@ -393,11 +393,38 @@ def test_a_gpu_run_adds_the_sm_clock_trace_after_the_cpu_line():
 # --- across runs ------------------------------------------------------------------------
 
 
-def test_runs_are_named_by_device_target_and_checkpoint():
+def test_runs_are_named_by_family_device_target_and_checkpoint():
     cpu = make_result(directory="runs/20261130T062524Z")
     gpu = make_result(device="cuda", directory="runs/20261201T080000Z")
-    assert tables.run_label(cpu) == "CPU · reference · synthetic"
-    assert tables.run_label(gpu) == "NVIDIA H100 80GB HBM3 · reference · synthetic"
+    assert tables.run_label(cpu) == "Qwen2.5-Omni · CPU · reference · synthetic"
+    gpu_name = "Qwen2.5-Omni · NVIDIA H100 80GB HBM3 · reference · synthetic"
+    assert tables.run_label(gpu) == gpu_name
+    qwen3 = copy.deepcopy(cpu)
+    qwen3.metadata["family"] = "qwen3-omni"
+    assert tables.run_label(qwen3) == "Qwen3-Omni · CPU · reference · synthetic"
+    assert tables.headline(qwen3) == (
+        "Qwen3-Omni embed_input_ids before/after (vLLM-Omni PR #7573) · CPU · reference · synthetic"
+    )
+    assert "<h3>Qwen2.5-Omni embed_input_ids before/after (vLLM-Omni PR #7477)" in (
+        sections.status(cpu)[0].html
+    )
+
+
+def test_families_get_separate_compare_tables_and_the_prs_table_only_beside_its_own():
+    qwen25 = make_result(directory="a")
+    qwen3 = copy.deepcopy(make_result(directory="b"))
+    qwen3.metadata["family"] = "qwen3-omni"
+    runs = {tables.run_label(qwen25): qwen25, tables.run_label(qwen3): qwen3}
+    reference = tables.reference_results()
+    by_family = tables.compare_tables(runs, reference)
+    assert list(by_family) == ["Qwen2.5-Omni", "Qwen3-Omni"]
+    assert any(c.startswith("PR #7477") for c in by_family["Qwen2.5-Omni"].columns)
+    assert not any(c.startswith("PR #7477") for c in by_family["Qwen3-Omni"].columns)
+    assert all(c.startswith("Qwen3-Omni") for c in by_family["Qwen3-Omni"].columns)
+    # Only the PR's table: still one table, for its family.
+    assert list(tables.compare_tables({"b": qwen3}, reference)) == ["Qwen3-Omni", "Qwen2.5-Omni"]
+    # Runs of different families are never differenced.
+    assert tables.configuration(qwen25) != tables.configuration(qwen3)
 
 
 def test_cpu_beside_gpu_gets_a_caption():

@@ -129,7 +129,7 @@ def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
     runs = tables.load_runs([str(small_run_dir)], include_reference=True)
     table = tables.compare_table(runs, reference)
     assert table.loc["Audio", "PR #7477 (NVIDIA H100 80GB): before (μs)"] == "104.32"
-    name = "CPU · reference · synthetic"  # device, target, checkpoint: one run, unique
+    name = "Qwen2.5-Omni · CPU · reference · synthetic"  # one run: its label is unique
     assert table.loc["Audio", f"{name}: before (μs)"] == tables.pr_table(result)["Before (μs)"][1]
     assert _axes_with_data(plots.compare_reductions(runs, reference)) == 1
     assert list(tables.runs_table(runs).index) == [name]
@@ -216,7 +216,7 @@ def test_the_built_in_replica_shows_no_checkout_refs_or_vllm_versions(result):
 
 def test_runs_table_shows_the_start_as_iso_utc(result, small_run_dir):
     runs = tables.load_runs([str(small_run_dir)], include_reference=True)
-    started = tables.runs_table(runs).loc["CPU · reference · synthetic", "started"]
+    started = tables.runs_table(runs).loc["Qwen2.5-Omni · CPU · reference · synthetic", "started"]
     expected = datetime.fromtimestamp(result.metadata["start_time"], tz=timezone.utc)
     assert started == expected.isoformat(timespec="seconds") and started.endswith("+00:00")
 

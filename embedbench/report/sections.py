@@ -61,8 +61,10 @@ class Section:
 
 
 def status(result: RunResult) -> list[Item]:
-    """The banner: failed validations, an unfinished run, a busy core."""
-    return [RawHtml(tables.banner_html(result))]
+    """What was measured (family, PR, device, target, checkpoint), then the banner:
+    failed validations, an unfinished run, a busy core."""
+    heading = f"<h3>{html.escape(tables.headline(result))}</h3>"
+    return [RawHtml(heading), RawHtml(tables.banner_html(result))]
 
 
 def pr_format(result: RunResult) -> list[Item]:

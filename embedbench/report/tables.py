@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embedbench.cases import CASE_LABELS, CASES, DEFAULT_FAMILY, FAMILY_LABELS
+from embedbench.cases import CASE_LABELS, CASES, DEFAULT_FAMILY, FAMILY_LABELS, FAMILY_PRS
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.harness import stats, sysinfo, windows
@@ -366,6 +366,17 @@ def status_lines(result: RunResult) -> list[str]:
     return [*lines, note] if note else lines
 
 
+def headline(result: RunResult) -> str:
+    """What the report is of, e.g. ``Qwen3-Omni embed_input_ids before/after (vLLM-Omni
+    PR #7573) · CPU · reference · synthetic``."""
+    m = result.metadata
+    pr = FAMILY_PRS.get(family_of(m), "?")
+    return (
+        f"{family_label(m)} embed_input_ids before/after (vLLM-Omni PR {pr}) · "
+        + (run_label(result).split(" · ", 1)[1])
+    )
+
+
 def banner_html(result: RunResult) -> str:
     """A red banner for failed validations, an unfinished run or a busy core."""
     problems = [*status_lines(result), *failed_validations(result)]
@@ -414,8 +425,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     items = [
         ("status", m.get("status")),
         ("target", m.get("target")),
-        # Results from before issue 14 measured Qwen2.5-Omni, the only family then.
-        ("family", FAMILY_LABELS.get(m.get("family") or DEFAULT_FAMILY, m.get("family"))),
+        ("family", family_label(m)),
         ("lm shim", m.get("lm_shim")),
         ("language model", (m.get("target_info") or {}).get("language_model")),
         (
@@ -578,10 +588,51 @@ def checkpoint_kind(metadata: dict[str, Any]) -> str:
     return "synthetic" if synthetic else "real"
 
 
+def family_of(metadata: dict[str, Any]) -> str:
+    """The family a run measured; results from before issue 14 (and the original
+    script's) measured Qwen2.5-Omni, the only family then."""
+    return str(metadata.get("family") or DEFAULT_FAMILY)
+
+
+def family_label(metadata: dict[str, Any]) -> str:
+    """``Qwen2.5-Omni`` or ``Qwen3-Omni``."""
+    family = family_of(metadata)
+    return FAMILY_LABELS.get(family, family)
+
+
 def run_label(result: RunResult) -> str:
-    """What a run measured, in a few words: device, target and checkpoint kind."""
+    """What a run measured, in a few words: family, device, target and checkpoint kind."""
     m = result.metadata
-    return f"{device_label(m)} · {m.get('target') or 'unknown target'} · {checkpoint_kind(m)}"
+    target = m.get("target") or "unknown target"
+    return f"{family_label(m)} · {device_label(m)} · {target} · {checkpoint_kind(m)}"
+
+
+def by_family(runs: dict[str, RunResult]) -> dict[str, dict[str, RunResult]]:
+    """The runs grouped by family label, in the order each family first appears: the
+    families' wrappers differ, so their reductions are never put in one table."""
+    groups: dict[str, dict[str, RunResult]] = {}
+    for name, result in runs.items():
+        groups.setdefault(family_label(result.metadata), {})[name] = result
+    return groups
+
+
+def compare_tables(
+    runs: dict[str, RunResult],
+    reference: dict[str, Any] | None = None,
+    *,
+    allow_mixed_windows: bool = False,
+) -> dict[str, pd.DataFrame]:
+    """``compare_table`` per family (label → table). The PR's published table, which
+    measured Qwen2.5-Omni, sits beside that family's runs only."""
+    tables_by_family = {}
+    for label, group in by_family(runs).items():
+        own = reference if label == FAMILY_LABELS[DEFAULT_FAMILY] else None
+        tables_by_family[label] = compare_table(group, own, allow_mixed_windows=allow_mixed_windows)
+    if reference is not None and FAMILY_LABELS[DEFAULT_FAMILY] not in tables_by_family:
+        tables_by_family[FAMILY_LABELS[DEFAULT_FAMILY]] = compare_table(
+            {}, reference, allow_mixed_windows=allow_mixed_windows
+        )
+    return tables_by_family
 
 
 def load_runs(directories: Any, *, include_reference: bool) -> dict[str, RunResult]:
@@ -618,6 +669,7 @@ def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
         rows.append(
             {
                 "run": name,
+                "family": family_label(m),
                 "device": f"{m.get('device')} ({m.get('device_name')})",
                 "target": m.get("target"),
                 "checkpoint": checkpoint_kind(m),
@@ -704,10 +756,11 @@ CONFIGURATION_FIELDS = ("device", "target", "synthetic", "embedding_shape", "dty
 
 
 def configuration(result: RunResult) -> tuple[Any, ...]:
-    """The fields that must match for two runs to be differenced (plus the window)."""
+    """The fields that must match for two runs to be differenced (plus the window and
+    the family)."""
     m = result.metadata
     values = [json.dumps(m.get(name), sort_keys=True) for name in CONFIGURATION_FIELDS]
-    return (*values, timing_window(m))
+    return (*values, timing_window(m), family_of(m))
 
 
 def same_configuration_pairs(runs: dict[str, RunResult]) -> list[tuple[str, str]]:
