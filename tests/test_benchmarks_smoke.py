@@ -291,3 +291,19 @@ def test_gpu_check_stops_before_timing_when_the_probe_fails(tmp_path: Path) -> N
     assert "the qwen2.5-omni probe failed (exit 2" in res.stderr
     assert "nothing was timed" in res.stderr
     assert not (out / "run").exists()
+
+
+@pytest.mark.slow
+def test_families_quick(tmp_path: Path) -> None:
+    out = tmp_path / "families.json"
+    flags = ["--", "--cases", "text", "interleaved", "--lengths", "300", "--allow-busy"]
+    res = _run(
+        [str(BENCH / "families.py"), "--quick", "--hidden", "64", "--json", str(out), *flags],
+        tmp_path,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert TABLE_RULE in res.stdout
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["family"] for r in runs] == ["qwen2.5-omni", "qwen3-omni"]
+    assert [r["embedding_shape"] for r in runs] == [[152064, 64], [152064, 64]]
