@@ -32,9 +32,7 @@ def _order(rounds: int) -> list[str]:
     return [f for r in range(rounds) for f in (FAMILIES if r % 2 == 0 else FAMILIES[::-1])]
 
 
-def measure(
-    core: int, flags: list[str], rounds: int, hidden: int | None
-) -> list[dict[str, Any]]:
+def measure(core: int, flags: list[str], rounds: int, hidden: int | None) -> list[dict[str, Any]]:
     """The runs, in ABBA order, on each family's cached synthetic checkpoint (built first
     when missing; ``hidden``: a narrower table than the published one, for smoke runs)."""
     from embedbench.omni import checkpoint
