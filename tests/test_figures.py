@@ -433,6 +433,9 @@ def test_cpu_beside_gpu_gets_a_caption():
     assert caption.startswith("CPU rows sit beside GPU rows: on CPU each lookup of 1172 tokens")
     assert "copies 8.4 MB, which dominates the call" in caption
     assert tables.regime_caption({"cpu run": make_result()}) is None
+    shown = sections.comparison(runs)
+    assert not any(isinstance(item, sections.Note) and "CPU rows" in item.text for item in shown)
+    assert caption in shown[0].alt_text  # once: under the figure and in its alt text
     with_reference = tables.regime_caption({"cpu run": make_result()}, tables.reference_results())
     assert "18.2 % on PR #7477 (NVIDIA H100 80GB)" in with_reference
     fig = plots.compare_reductions({"cpu run": make_result()}, tables.reference_results())

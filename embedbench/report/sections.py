@@ -196,11 +196,12 @@ def comparison(
     *,
     allow_mixed_windows: bool = False,
 ) -> list[Item]:
-    """The compare notebook's reductions: a caption when CPU rows sit beside GPU rows, the
-    figure, and the row-wise differences of runs of one configuration (when any)."""
-    caption = tables.regime_caption(dict(runs), dict(reference) if reference else None)
-    items: list[Item] = [Note(caption)] if caption else []
-    items.append(plots.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows))
+    """The compare notebook's reductions: the figure (captioned under it, and in its alt
+    text, when CPU rows sit beside GPU rows: the caption travels with the image) and the
+    row-wise differences of runs of one configuration (when any)."""
+    items: list[Item] = [
+        plots.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows)
+    ]
     differences = tables.difference_table(dict(runs))
     if differences.empty:
         items.append(Note("No two runs share a configuration: no row-wise difference."))
