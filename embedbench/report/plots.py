@@ -112,6 +112,21 @@ def _grid(n: int, ncols: int = 3) -> tuple[int, int]:
     return int(np.ceil(n / cols)), cols
 
 
+def _case_panels(
+    frame: pd.DataFrame, width: float, height: float, margin: float
+) -> tuple[list[tuple[str, int]], bool, ReportFigure, np.ndarray]:
+    """One panel per (case, tokens) of ``frame``, three to a row, ``width`` × ``height``
+    inches each plus ``margin`` inches for titles and legend (unused panels hidden):
+    the keys in table order, whether there are several lengths, the figure and its axes."""
+    keys = _case_keys(frame)
+    nrows, ncols = _grid(len(keys))
+    fig = _new(width * ncols, height * nrows + margin)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax in axes.flat[len(keys) :]:
+        ax.set_axis_off()
+    return keys, len({t for _, t in keys}) > 1, fig, axes
+
+
 def _lower_or_higher(reduction: float) -> str:
     """``fixed 20.7 % lower`` or ``fixed 4.3 % higher`` (never a negative 'lower')."""
     word = "lower" if reduction >= 0 else "higher"
@@ -344,15 +359,9 @@ def paired_blocks(result: RunResult) -> ReportFigure:
     title = "Paired blocks over time"
     if frame.empty:
         return _message_panel(title, "no measured blocks in this run")
-    keys = _case_keys(frame)
-    several = len({t for _, t in keys}) > 1
-    nrows, ncols = _grid(len(keys))
-    fig = _new(4.4 * ncols, 3.2 * nrows + 1.4)
+    keys, several, fig, axes = _case_panels(frame, 4.4, 3.2, 1.4)
     alt_parts: list[str] = []
     used: set[str] = set()
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    for ax in axes.flat[len(keys) :]:
-        ax.set_axis_off()
     for ax, (case, tokens) in zip(axes.flat, keys, strict=False):
         paired = paired_frame(result, case, tokens)
         label = _label(case, tokens, several)
@@ -428,13 +437,7 @@ def block_distributions(result: RunResult) -> ReportFigure:
     title = "Per-block host latency"
     if frame.empty:
         return _message_panel(title, "no measured blocks in this run")
-    keys = _case_keys(frame)
-    several = len({t for _, t in keys}) > 1
-    nrows, ncols = _grid(len(keys))
-    fig = _new(4.2 * ncols, 3.1 * nrows + 1.0)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    for ax in axes.flat[len(keys) :]:
-        ax.set_axis_off()
+    keys, several, fig, axes = _case_panels(frame, 4.2, 3.1, 1.0)
     rng = np.random.default_rng(0)
     not_from_zero: list[str] = []
     alt_parts: list[str] = []
@@ -650,6 +653,21 @@ def frequency_note(result: RunResult) -> str | None:
     return None
 
 
+def _clock_segments(ax: Any, frame: pd.DataFrame, clock: str) -> list[Line2D]:
+    """One segment per block half, from ``{clock}_start`` to ``{clock}_end`` over wall time
+    since the first block, coloured by the variant that ran; the legend's handles."""
+    t0 = frame["wall_start"].min()
+    for variant in VARIANTS:
+        sub = frame[frame["variant"] == variant]
+        xs = np.column_stack([sub["wall_start"] - t0, sub["wall_end"] - t0])
+        ys = np.column_stack([sub[f"{clock}_start"], sub[f"{clock}_end"]]).astype(float)
+        for x, y in zip(xs, ys, strict=True):
+            ax.plot(x, y, color=COLORS[variant], lw=1.2, marker=".", ms=4, gid=variant)
+    ax.set_xlabel("wall time since the first block (s)")
+    ax.grid(alpha=0.3)
+    return [Line2D([], [], color=COLORS[v], marker=".", label=f"{v} ran") for v in VARIANTS]
+
+
 def frequency_trace(result: RunResult) -> ReportFigure | None:
     """The pinned core's MHz at the start and end of every block half, over wall time,
     coloured by the variant that ran, blocks the diagnostics flag ringed; None when the
@@ -661,19 +679,12 @@ def frequency_trace(result: RunResult) -> ReportFigure | None:
     core = result.metadata.get("cpu_core")
     fig = _new(11, 4)
     ax = fig.add_subplot()
-    t0 = frame["wall_start"].min()
     mhz = _frequency_values(frame)
-    for variant in VARIANTS:
-        sub = frame[frame["variant"] == variant]
-        xs = np.column_stack([sub["wall_start"] - t0, sub["wall_end"] - t0])
-        ys = np.column_stack([sub["cpu_mhz_start"], sub["cpu_mhz_end"]]).astype(float)
-        for x, y in zip(xs, ys, strict=True):
-            ax.plot(x, y, color=COLORS[variant], lw=1.2, marker=".", ms=4, gid=variant)
+    handles = _clock_segments(ax, frame, "cpu_mhz")
     flagged = _frequency_flagged(result, frame)
-    handles = [Line2D([], [], color=COLORS[v], marker=".", label=f"{v} ran") for v in VARIANTS]
     if not flagged.empty:
         ax.scatter(
-            flagged["wall_start"] - t0,
+            flagged["wall_start"] - frame["wall_start"].min(),
             flagged["cpu_mhz_start"],
             s=80,
             facecolors="none",
@@ -692,13 +703,11 @@ def frequency_trace(result: RunResult) -> ReportFigure | None:
             )
         )
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
-    ax.set_xlabel("wall time since the first block (s)")
     ax.set_ylabel("MHz (axis not from 0)")
     ax.set_title(
         f"CPU frequency of core {core} at each block half's start and end (source: {source})",
         fontsize=11,
     )
-    ax.grid(alpha=0.3)
     blocks = flagged.groupby(["case", "tokens"])["block"].nunique().sum() if len(flagged) else 0
     fig.alt_text = (
         f"Line segments of core {core}'s frequency at the start and end of each block half "
@@ -720,20 +729,11 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
         return None
     fig = _new(11, 3.6)
     ax = fig.add_subplot()
-    t0 = frame["wall_start"].min()
-    for variant in VARIANTS:
-        sub = frame[frame["variant"] == variant]
-        xs = np.column_stack([sub["wall_start"] - t0, sub["wall_end"] - t0])
-        ys = np.column_stack([sub["gpu_mhz_start"], sub["gpu_mhz_end"]]).astype(float)
-        for x, y in zip(xs, ys, strict=True):
-            ax.plot(x, y, color=COLORS[variant], lw=1.2, marker=".", ms=4, gid=variant)
-    handles = [Line2D([], [], color=COLORS[v], marker=".", label=f"{v} ran") for v in VARIANTS]
+    handles = _clock_segments(ax, frame, "gpu_mhz")
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
-    ax.set_xlabel("wall time since the first block (s)")
     ax.set_ylabel("SM clock, MHz (axis not from 0)")
     name = result.metadata.get("device_name") or "the GPU"
     ax.set_title(f"SM clock of {name} at each block half's start and end (NVML)", fontsize=11)
-    ax.grid(alpha=0.3)
     fig.alt_text = (
         f"Line segments of the GPU's SM clock at the start and end of each block half over "
         f"wall time, coloured by the variant that ran: {clocks.min():.0f}–{clocks.max():.0f} "
