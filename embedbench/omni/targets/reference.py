@@ -708,6 +708,86 @@ class ReferenceQwen3Thinker(nn.Module, SupportsMultiModalReplica):
             self.deepstack_input_embeds[idx][:num_tokens].copy_(deepstack_input_embeds[idx])
         self.deepstack_input_embeds_num_tokens = num_tokens
 
+    # The vision split and the DeepStack buffer (the same in 0.28.0 and 0.30.0; the two
+    # forms differ in where the text lookup sits around them).
+
+    def _split_deepstack(
+        self,
+        multimodal_embeddings: MultiModalEmbeddings,
+        is_multimodal: torch.Tensor,
+        is_video: torch.Tensor,
+        is_interleaved: bool,
+    ) -> tuple[list[torch.Tensor], torch.Tensor, int, int] | None:
+        """Replace each vision embedding of the list by its main-scale view (tagged as the
+        original); return the DeepStack parts, the vision positions, the level count and
+        the per-level width, or None when no embedding is vision-wide."""
+        # A vision embedding is one wider than the text: main scale + DeepStack levels.
+        has_vision_embeddings = [
+            embeddings.shape[-1] != self.config.text_config.hidden_size
+            for embeddings in multimodal_embeddings
+        ]
+        if self.visual.deepstack_visual_indexes is None or not any(has_vision_embeddings):
+            return None
+        multiscale_len = len(self.visual.deepstack_visual_indexes)
+        multimodal_embeddings_multiscale = []
+
+        if is_interleaved:
+            is_vision = is_video.clone()
+        else:
+            is_vision = torch.zeros_like(is_multimodal)
+            mm_positions = torch.nonzero(is_multimodal, as_tuple=True)[0]
+            mm_position_idx = 0
+
+        for index, embeddings in enumerate(multimodal_embeddings):
+            num_tokens = embeddings.shape[0]
+
+            if embeddings.shape[-1] != self.config.text_config.hidden_size:
+                visual_dim = embeddings.shape[-1] // (multiscale_len + 1)
+                multi_dim = visual_dim * multiscale_len
+                embeddings_main, embeddings_multiscale = torch.split(
+                    embeddings, [visual_dim, multi_dim], dim=-1
+                )
+                # The split's views lose the tag; the interleaved merge needs it.
+                modality = getattr(embeddings, "modality", None)
+                if modality is not None:
+                    tag_modality(embeddings_main, modality)
+                multimodal_embeddings[index] = embeddings_main
+                multimodal_embeddings_multiscale.append(embeddings_multiscale)
+                if not is_interleaved:
+                    current_positions = mm_positions[mm_position_idx : mm_position_idx + num_tokens]
+                    is_vision[current_positions] = True
+            else:
+                if not is_interleaved:
+                    current_positions = mm_positions[mm_position_idx : mm_position_idx + num_tokens]
+                    is_vision[current_positions] = False
+
+            if not is_interleaved:
+                mm_position_idx += num_tokens
+        return multimodal_embeddings_multiscale, is_vision, multiscale_len, visual_dim
+
+    def _store_deepstack(
+        self,
+        inputs_embeds: torch.Tensor,
+        split: tuple[list[torch.Tensor], torch.Tensor, int, int],
+    ) -> None:
+        """Merge the DeepStack parts into a zeroed buffer shaped after ``inputs_embeds``
+        (levels, tokens, width) and store it."""
+        multimodal_embeddings_multiscale, is_vision, multiscale_len, visual_dim = split
+        deepstack_input_embeds = inputs_embeds.new_zeros(
+            inputs_embeds.size(0), multiscale_len * inputs_embeds.size(1)
+        )
+        deepstack_input_embeds = _merge_multimodal_embeddings(
+            inputs_embeds=deepstack_input_embeds,
+            multimodal_embeddings=multimodal_embeddings_multiscale,
+            is_multimodal=is_vision,
+        )
+        deepstack_input_embeds = (
+            deepstack_input_embeds.view(inputs_embeds.shape[0], multiscale_len, visual_dim)
+            .permute(1, 0, 2)
+            .contiguous()
+        )
+        self._set_deepstack_input_embeds(deepstack_input_embeds)
+
     def embed_input_ids_baseline(
         self,
         input_ids: torch.Tensor,
@@ -717,7 +797,7 @@ class ReferenceQwen3Thinker(nn.Module, SupportsMultiModalReplica):
     ) -> torch.Tensor:
         """vllm-omni 0.28.0: the text lookup first, always; the standard path then merges
         through the parent, which looks the text up again (the interleaved path merges
-        into the first lookup)."""
+        into the first lookup). The DeepStack buffer takes the first lookup's shape."""
         # Text lookup #1, before knowing whether it is needed.
         inputs_embeds = self._embed_text_input_ids(
             input_ids,
@@ -730,76 +810,17 @@ class ReferenceQwen3Thinker(nn.Module, SupportsMultiModalReplica):
 
         # The masks on the ids' device (a CPU mask is moved, without waiting).
         is_mm_device = is_multimodal.to(device=input_ids.device, non_blocking=True)
-        video_token_id = self.config.video_token_id
-        audio_token_id = self.config.audio_token_id
-        is_video = is_mm_device & (input_ids == video_token_id)
-        is_audio = is_mm_device & (input_ids == audio_token_id)
+        is_video = is_mm_device & (input_ids == self.config.video_token_id)
+        is_audio = is_mm_device & (input_ids == self.config.audio_token_id)
         num_video = is_video.sum().item()
         num_audio = is_audio.sum().item()
-
         is_interleaved = check_interleaved_audio_video(is_video, is_audio, num_video, num_audio)
 
-        deepstack_input_embeds = None
-        # A vision embedding is one wider than the text: main scale + DeepStack levels.
-        has_vision_embeddings = [
-            embeddings.shape[-1] != self.config.text_config.hidden_size
-            for embeddings in multimodal_embeddings
-        ]
-        if self.visual.deepstack_visual_indexes is not None and any(has_vision_embeddings):
-            multiscale_len = len(self.visual.deepstack_visual_indexes)
-            multimodal_embeddings_multiscale = []
-
-            if is_interleaved:
-                is_vision = is_video.clone()
-            else:
-                is_vision = torch.zeros_like(is_multimodal)
-                mm_positions = torch.nonzero(is_multimodal, as_tuple=True)[0]
-                mm_position_idx = 0
-
-            for index, embeddings in enumerate(multimodal_embeddings):
-                num_tokens = embeddings.shape[0]
-
-                if embeddings.shape[-1] != self.config.text_config.hidden_size:
-                    visual_dim = embeddings.shape[-1] // (multiscale_len + 1)
-                    multi_dim = visual_dim * multiscale_len
-                    embeddings_main, embeddings_multiscale = torch.split(
-                        embeddings, [visual_dim, multi_dim], dim=-1
-                    )
-                    # The split's views lose the tag; the interleaved merge needs it.
-                    modality = getattr(embeddings, "modality", None)
-                    if modality is not None:
-                        tag_modality(embeddings_main, modality)
-                    multimodal_embeddings[index] = embeddings_main
-                    multimodal_embeddings_multiscale.append(embeddings_multiscale)
-                    if not is_interleaved:
-                        current_positions = mm_positions[
-                            mm_position_idx : mm_position_idx + num_tokens
-                        ]
-                        is_vision[current_positions] = True
-                else:
-                    if not is_interleaved:
-                        current_positions = mm_positions[
-                            mm_position_idx : mm_position_idx + num_tokens
-                        ]
-                        is_vision[current_positions] = False
-
-                if not is_interleaved:
-                    mm_position_idx += num_tokens
-
-            deepstack_input_embeds = inputs_embeds.new_zeros(
-                inputs_embeds.size(0), multiscale_len * inputs_embeds.size(1)
-            )
-            deepstack_input_embeds = _merge_multimodal_embeddings(
-                inputs_embeds=deepstack_input_embeds,
-                multimodal_embeddings=multimodal_embeddings_multiscale,
-                is_multimodal=is_vision,
-            )
-            deepstack_input_embeds = (
-                deepstack_input_embeds.view(inputs_embeds.shape[0], multiscale_len, visual_dim)
-                .permute(1, 0, 2)
-                .contiguous()
-            )
-            self._set_deepstack_input_embeds(deepstack_input_embeds)
+        split = self._split_deepstack(
+            multimodal_embeddings, is_multimodal, is_video, is_interleaved
+        )
+        if split is not None:
+            self._store_deepstack(inputs_embeds, split)
 
         if is_interleaved:
             return merge_interleaved_embeddings(
@@ -834,61 +855,15 @@ class ReferenceQwen3Thinker(nn.Module, SupportsMultiModalReplica):
             )
 
         is_mm_device = is_multimodal.to(device=input_ids.device, non_blocking=True)
-        video_token_id = self.config.video_token_id
-        audio_token_id = self.config.audio_token_id
-        is_video = is_mm_device & (input_ids == video_token_id)
-        is_audio = is_mm_device & (input_ids == audio_token_id)
+        is_video = is_mm_device & (input_ids == self.config.video_token_id)
+        is_audio = is_mm_device & (input_ids == self.config.audio_token_id)
         num_video = is_video.sum().item()
         num_audio = is_audio.sum().item()
-
         is_interleaved = check_interleaved_audio_video(is_video, is_audio, num_video, num_audio)
 
-        has_vision_embeddings = [
-            embeddings.shape[-1] != self.config.text_config.hidden_size
-            for embeddings in multimodal_embeddings
-        ]
-        has_deepstack_embeddings = self.visual.deepstack_visual_indexes is not None and any(
-            has_vision_embeddings
+        split = self._split_deepstack(
+            multimodal_embeddings, is_multimodal, is_video, is_interleaved
         )
-        if has_deepstack_embeddings:
-            multiscale_len = len(self.visual.deepstack_visual_indexes)
-            multimodal_embeddings_multiscale = []
-
-            if is_interleaved:
-                is_vision = is_video.clone()
-            else:
-                is_vision = torch.zeros_like(is_multimodal)
-                mm_positions = torch.nonzero(is_multimodal, as_tuple=True)[0]
-                mm_position_idx = 0
-
-            for index, embeddings in enumerate(multimodal_embeddings):
-                num_tokens = embeddings.shape[0]
-
-                if embeddings.shape[-1] != self.config.text_config.hidden_size:
-                    visual_dim = embeddings.shape[-1] // (multiscale_len + 1)
-                    multi_dim = visual_dim * multiscale_len
-                    embeddings_main, embeddings_multiscale = torch.split(
-                        embeddings, [visual_dim, multi_dim], dim=-1
-                    )
-                    modality = getattr(embeddings, "modality", None)
-                    if modality is not None:
-                        tag_modality(embeddings_main, modality)
-                    multimodal_embeddings[index] = embeddings_main
-                    multimodal_embeddings_multiscale.append(embeddings_multiscale)
-                    if not is_interleaved:
-                        current_positions = mm_positions[
-                            mm_position_idx : mm_position_idx + num_tokens
-                        ]
-                        is_vision[current_positions] = True
-                else:
-                    if not is_interleaved:
-                        current_positions = mm_positions[
-                            mm_position_idx : mm_position_idx + num_tokens
-                        ]
-                        is_vision[current_positions] = False
-
-                if not is_interleaved:
-                    mm_position_idx += num_tokens
 
         if is_interleaved:
             inputs_embeds = self._embed_text_input_ids(
@@ -911,22 +886,8 @@ class ReferenceQwen3Thinker(nn.Module, SupportsMultiModalReplica):
                 is_multimodal=is_multimodal,
             )
 
-        if has_deepstack_embeddings:
-            deepstack_input_embeds = inputs_embeds.new_zeros(
-                inputs_embeds.size(0), multiscale_len * inputs_embeds.size(1)
-            )
-            deepstack_input_embeds = _merge_multimodal_embeddings(
-                inputs_embeds=deepstack_input_embeds,
-                multimodal_embeddings=multimodal_embeddings_multiscale,
-                is_multimodal=is_vision,
-            )
-            deepstack_input_embeds = (
-                deepstack_input_embeds.view(inputs_embeds.shape[0], multiscale_len, visual_dim)
-                .permute(1, 0, 2)
-                .contiguous()
-            )
-            self._set_deepstack_input_embeds(deepstack_input_embeds)
-
+        if split is not None:
+            self._store_deepstack(inputs_embeds, split)
         return inputs_embeds
 
 
