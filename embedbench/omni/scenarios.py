@@ -183,47 +183,40 @@ def build_scenario(
     tokens = _check_tokens(tokens)
     if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1:
         raise ConfigError(f"hidden_size must be a positive integer, got {hidden_size!r}")
-    if isinstance(deepstack_levels, bool) or not isinstance(deepstack_levels, int):
-        raise ConfigError(f"deepstack_levels must be an integer >= 0, got {deepstack_levels!r}")
-    if deepstack_levels < 0:
+    if (
+        isinstance(deepstack_levels, bool)
+        or not isinstance(deepstack_levels, int)
+        or deepstack_levels < 0
+    ):
         raise ConfigError(f"deepstack_levels must be an integer >= 0, got {deepstack_levels!r}")
     runs = placeholder_runs(case)
 
     generator = torch.Generator().manual_seed(SEED_BASE + tokens)
     ids = torch.randint(TEXT_ID_LOW, TEXT_ID_HIGH, (tokens,), generator=generator)
 
-    if not runs:
-        return Scenario(
-            case=case,
-            label=CASE_LABELS[case],
-            tokens=tokens,
-            input_ids=ids.to(dtype=torch.int32).to(device),
-            is_multimodal=None,
-            multimodal_embeddings=None,
-            runs=runs,
-            deepstack_levels=deepstack_levels,
-        )
+    is_multimodal: torch.Tensor | None = None
+    embeddings: list[torch.Tensor] | None = None
+    if runs:
+        id_of = _token_id_map(token_ids)
+        is_multimodal = torch.zeros(tokens, dtype=torch.bool)
+        rows: dict[str, int] = {}
+        for run in runs:
+            ids[run.start : run.stop] = id_of[run.modality]
+            is_multimodal[run.start : run.stop] = True
+            rows[run.modality] = rows.get(run.modality, 0) + run.count
 
-    id_of = _token_id_map(token_ids)
-    is_multimodal = torch.zeros(tokens, dtype=torch.bool)
-    rows: dict[str, int] = {}
-    for run in runs:
-        ids[run.start : run.stop] = id_of[run.modality]
-        is_multimodal[run.start : run.stop] = True
-        rows[run.modality] = rows.get(run.modality, 0) + run.count
+        def rows_of(index: int, modality: str) -> torch.Tensor:
+            levels = deepstack_levels if modality in VISION else 0
+            fills = [fill_value(index)] + [
+                deepstack_fill_value(index, level, levels) for level in range(levels)
+            ]
+            width = (levels + 1) * hidden_size
+            embedding = torch.empty((rows[modality], width), dtype=dtype, device=device)
+            for part, fill in enumerate(fills):
+                embedding[:, part * hidden_size : (part + 1) * hidden_size] = fill
+            return tag(embedding, modality)
 
-    def rows_of(index: int, modality: str) -> torch.Tensor:
-        levels = deepstack_levels if modality in VISION else 0
-        fills = [fill_value(index)] + [
-            deepstack_fill_value(index, level, levels) for level in range(levels)
-        ]
-        width = (levels + 1) * hidden_size
-        embedding = torch.empty((rows[modality], width), dtype=dtype, device=device)
-        for part, fill in enumerate(fills):
-            embedding[:, part * hidden_size : (part + 1) * hidden_size] = fill
-        return tag(embedding, modality)
-
-    embeddings = [rows_of(i, m) for i, m in enumerate(_first_appearance(runs))]
+        embeddings = [rows_of(i, m) for i, m in enumerate(_first_appearance(runs))]
     return Scenario(
         case=case,
         label=CASE_LABELS[case],
