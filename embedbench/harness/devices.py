@@ -100,12 +100,13 @@ def describe(device: torch.device) -> dict[str, Any]:
     }
     if device.type == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(device)
+        uuid = _uuid(device)
         facts["properties"] = {
             "total_memory_bytes": int(props.total_memory),
             "multi_processor_count": int(props.multi_processor_count),
-            "uuid": _uuid(device),
+            "uuid": uuid,
         }
-        facts["nvml"] = nvml.gpu_facts(_uuid(device), _cuda_index(device))
+        facts["nvml"] = nvml.gpu_facts(uuid, _cuda_index(device))
     return facts
 
 

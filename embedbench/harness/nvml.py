@@ -61,12 +61,17 @@ def _handle(lib: Any, uuid: str | None, index: int) -> ctypes.c_void_p:
     return handle
 
 
+def _open(uuid: str | None, index: int, lib: Any) -> tuple[Any, ctypes.c_void_p]:
+    """The library (``lib``, else the driver's), initialised, and the device's handle."""
+    lib = lib or load_library()
+    _check(lib, "nvmlInit_v2")
+    return lib, _handle(lib, uuid, index)
+
+
 def gpu_facts(uuid: str | None, index: int, lib: Any = None) -> dict[str, Any]:
     """Driver version, UUID, SM clock now and its maximum, or ``source: unavailable``."""
     try:
-        lib = lib or load_library()
-        _check(lib, "nvmlInit_v2")
-        handle = _handle(lib, uuid, index)
+        lib, handle = _open(uuid, index, lib)
         return {
             "source": "nvml",
             "driver_version": _text(lib, "nvmlSystemGetDriverVersion"),
@@ -81,9 +86,7 @@ def gpu_facts(uuid: str | None, index: int, lib: Any = None) -> dict[str, Any]:
 def sm_clock_reader(uuid: str | None, index: int, lib: Any = None) -> Callable[[], float | None]:
     """A reader of the device's current SM clock in MHz (None when NVML cannot tell)."""
     try:
-        lib = lib or load_library()
-        _check(lib, "nvmlInit_v2")
-        handle = _handle(lib, uuid, index)
+        lib, handle = _open(uuid, index, lib)
     except (NvmlError, AttributeError):
         return lambda: None
 

@@ -371,10 +371,7 @@ def headline(result: RunResult) -> str:
     PR #7573) · CPU · reference · synthetic``."""
     m = result.metadata
     pr = FAMILY_PRS.get(family_of(m), "?")
-    return (
-        f"{family_label(m)} embed_input_ids before/after (vLLM-Omni PR {pr}) · "
-        + (run_label(result).split(" · ", 1)[1])
-    )
+    return f"{family_label(m)} embed_input_ids before/after (vLLM-Omni PR {pr}) · {_setup_label(m)}"
 
 
 def banner_html(result: RunResult) -> str:
@@ -600,11 +597,15 @@ def family_label(metadata: dict[str, Any]) -> str:
     return FAMILY_LABELS.get(family, family)
 
 
+def _setup_label(metadata: dict[str, Any]) -> str:
+    """Device, target and checkpoint kind: ``CPU · reference · synthetic``."""
+    target = metadata.get("target") or "unknown target"
+    return f"{device_label(metadata)} · {target} · {checkpoint_kind(metadata)}"
+
+
 def run_label(result: RunResult) -> str:
     """What a run measured, in a few words: family, device, target and checkpoint kind."""
-    m = result.metadata
-    target = m.get("target") or "unknown target"
-    return f"{family_label(m)} · {device_label(m)} · {target} · {checkpoint_kind(m)}"
+    return f"{family_label(result.metadata)} · {_setup_label(result.metadata)}"
 
 
 def by_family(runs: dict[str, RunResult]) -> dict[str, dict[str, RunResult]]:
