@@ -205,72 +205,59 @@ def loaded_modules() -> list[str]:
     return [*dict.fromkeys(names), *OWN_MODULES] if names else []
 
 
-def _qwen3_thinker_config(facts: ThinkerFacts) -> Any:
-    """``config`` of the Qwen3-Omni shim: the checkpoint's thinker_config through
-    transformers' ``Qwen3OmniMoeThinkerConfig`` (whose defaults are not the published
-    model: every value the wrapper reads must be the checkpoint's)."""
-    try:
-        from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import (
-            Qwen3OmniMoeThinkerConfig,
-        )
-    except Exception as exc:
-        raise _fail(
-            f"transformers' Qwen3OmniMoeThinkerConfig is not importable "
-            f"({type(exc).__name__}: {exc}); {INSTALL_HINT}"
-        ) from None
-    try:
-        config = Qwen3OmniMoeThinkerConfig.from_dict(dict(facts.thinker_config))
-    except Exception as exc:
-        raise EmbedbenchError(
-            f"the checkpoint's thinker_config is not a valid Qwen3OmniMoeThinkerConfig "
-            f"({type(exc).__name__}: {exc}); pass a Qwen3-Omni checkpoint"
-        ) from None
-    expected = {
-        "audio_token_id": facts.audio_token_id,
-        "image_token_id": facts.image_token_id,
-        "video_token_id": facts.video_token_id,
-        "hidden_size": facts.hidden_size,
-    }
-    seen = {name: getattr(config, name, None) for name in list(expected)[:3]}
-    seen["hidden_size"] = getattr(getattr(config, "text_config", None), "hidden_size", None)
-    if seen != expected:
-        raise EmbedbenchError(
-            f"Qwen3OmniMoeThinkerConfig reads {seen} from the checkpoint's thinker_config, "
-            f"which says {expected}; pass a Qwen3-Omni checkpoint"
-        )
-    return config
+# transformers' thinker config class of each family (module, class).
+THINKER_CONFIG_CLASSES = {
+    DEFAULT_FAMILY: (
+        "transformers.models.qwen2_5_omni.configuration_qwen2_5_omni",
+        "Qwen2_5OmniThinkerConfig",
+    ),
+    QWEN3_OMNI: (
+        "transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe",
+        "Qwen3OmniMoeThinkerConfig",
+    ),
+}
+
+
+def _read_back(config: Any, facts: ThinkerFacts) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the config reads, what the checkpoint says) for the values the wrapper uses:
+    the token ids under the family's names, and Qwen3-Omni's text hidden size (its class
+    defaults are not the published model)."""
+    if facts.family == QWEN3_OMNI:
+        names = ("audio_token_id", "image_token_id", "video_token_id")
+    else:
+        names = ("audio_token_index", "image_token_index", "video_token_index")
+    ids = (facts.audio_token_id, facts.image_token_id, facts.video_token_id)
+    expected = dict(zip(names, ids, strict=True))
+    seen = {name: getattr(config, name, None) for name in names}
+    if facts.family == QWEN3_OMNI:
+        expected["hidden_size"] = facts.hidden_size
+        seen["hidden_size"] = getattr(getattr(config, "text_config", None), "hidden_size", None)
+    return seen, expected
 
 
 def _thinker_config(facts: ThinkerFacts) -> Any:
-    """``config`` of the shim: the checkpoint's thinker_config as transformers reads it."""
-    if facts.family == QWEN3_OMNI:
-        return _qwen3_thinker_config(facts)
+    """``config`` of the shim: the checkpoint's thinker_config as transformers reads it,
+    refused when it does not read back the checkpoint's values (``_read_back``)."""
+    module, name = THINKER_CONFIG_CLASSES[facts.family]
+    label = families.get(facts.family).label
     try:
-        from transformers.models.qwen2_5_omni.configuration_qwen2_5_omni import (
-            Qwen2_5OmniThinkerConfig,
-        )
+        config_class = getattr(importlib.import_module(module), name)
     except Exception as exc:
         raise _fail(
-            f"transformers' Qwen2_5OmniThinkerConfig is not importable "
-            f"({type(exc).__name__}: {exc}); {INSTALL_HINT}"
+            f"transformers' {name} is not importable ({type(exc).__name__}: {exc}); {INSTALL_HINT}"
         ) from None
     try:
-        config = Qwen2_5OmniThinkerConfig.from_dict(dict(facts.thinker_config))
+        config = config_class.from_dict(dict(facts.thinker_config))
     except Exception as exc:
         raise EmbedbenchError(
-            f"the checkpoint's thinker_config is not a valid Qwen2_5OmniThinkerConfig "
-            f"({type(exc).__name__}: {exc}); pass a Qwen2.5-Omni checkpoint"
+            f"the checkpoint's thinker_config is not a valid {name} "
+            f"({type(exc).__name__}: {exc}); pass a {label} checkpoint"
         ) from None
-    expected = {
-        "audio_token_index": facts.audio_token_id,
-        "image_token_index": facts.image_token_id,
-        "video_token_index": facts.video_token_id,
-    }
-    seen = {name: getattr(config, name, None) for name in expected}
+    seen, expected = _read_back(config, facts)
     if seen != expected:
         raise EmbedbenchError(
-            f"Qwen2_5OmniThinkerConfig reads token ids {seen} from the checkpoint's "
-            f"thinker_config, which says {expected}; pass a Qwen2.5-Omni checkpoint"
+            f"{name} reads {seen} from the checkpoint's thinker_config, which says "
+            f"{expected}; pass a {label} checkpoint"
         )
     return config
 
