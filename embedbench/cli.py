@@ -60,6 +60,16 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _add_family(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--family`` of a subcommand that needs one family (no ``auto``: no checkpoint)."""
+    parser.add_argument(
+        "--family",
+        default=DEFAULT_FAMILY,
+        metavar="{" + ",".join(FAMILIES) + "}",
+        help=f"{what} (default {DEFAULT_FAMILY})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``embedbench`` argument parser."""
     parser = _Parser(prog="embedbench", formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -109,12 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         "two forms; and counts the device syncs inside one call of each (CUDA only). "
         "Exit 0 when every case passes, 1 otherwise, 2 on bad input.",
     )
-    probe.add_argument(
-        "--family",
-        default=DEFAULT_FAMILY,
-        metavar="{" + ",".join(FAMILIES) + "}",
-        help=f"whose geometry, token ids and wrapper forms (default {DEFAULT_FAMILY})",
-    )
+    _add_family(probe, "whose geometry, token ids and wrapper forms")
     probe.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     probe.add_argument("--tokens", default="1172", help="input length (default 1172)")
     probe.add_argument("--hidden", help="hidden size (default: the published model's)")
@@ -128,12 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="hidden size (default: the published model's, 3584 for Qwen2.5-Omni-7B, "
         "2048 for Qwen3-Omni-30B-A3B)",
     )
-    syn.add_argument(
-        "--family",
-        default=DEFAULT_FAMILY,
-        metavar="{" + ",".join(FAMILIES) + "}",
-        help=f"whose config layout, token ids and vocab (default {DEFAULT_FAMILY})",
-    )
+    _add_family(syn, "whose config layout, token ids and vocab")
     syn.add_argument("--seed", default="7451", help="seed of the embedding values")
     parser.description, parser.epilog = _top_level_help(list(sub.choices))
     return parser
