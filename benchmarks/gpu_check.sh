@@ -131,7 +131,11 @@ PROBE_FLAGS=${GPU_CHECK_PROBE_FLAGS:-}
         echo "- nvidia-smi: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | head -1)"
     fi
     echo "- host CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), nproc $(nproc)"
-    echo "- git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+    if command -v git >/dev/null 2>&1 && git rev-parse --git-dir >/dev/null 2>&1; then
+        echo "- git: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty)')"
+    else
+        echo "- git: unknown (no git work tree here)"
+    fi
     echo "- EMBEDBENCH_CACHE: $EMBEDBENCH_CACHE"
     echo "- pinned core: $core_note"
     echo "- dependencies: $deps_note"

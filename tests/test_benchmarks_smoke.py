@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -209,6 +210,43 @@ def _gpu_image_python(tmp_path: Path) -> Path:
     return wrapper
 
 
+def _fetch_wheels(dest: Path, python_version: str | None = None) -> list[str]:
+    """gpu_wheels.sh into dest (with an index, as on the machine that prepares the box);
+    the distribution names it fetched, checked to be what an image lacks and no more."""
+    version = ["--python-version", python_version] if python_version else []
+    fetch = subprocess.run(
+        ["bash", str(BENCH / "gpu_wheels.sh"), "--dest", str(dest), *version],
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert fetch.returncode == 0, fetch.stderr[-2000:]
+    fetched = sorted(p.name.split("-")[0].lower() for p in dest.glob("*.whl"))
+    assert {"platformdirs", "jsonschema", "referencing", "rpds_py"} <= set(fetched)
+    assert not {"torch", "numpy", "pandas", "scipy"} & set(fetched)
+    return fetched
+
+
+def _checkout_with_wheels(dest: Path, wheels: Path) -> Path:
+    """A copy of this checkout (no venv, cache or git) carrying a fresh copy of wheels as .whl/."""
+    shutil.copytree(
+        ROOT,
+        dest,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".cache", ".git", ".whl", "embedbench-results", "*.egg-info"
+        ),
+    )
+    shutil.copytree(wheels, dest / ".whl")
+    return dest
+
+
+# The dry run's flags: one case, a few tiny blocks; the probe on a small table.
+DRY_RUN_FLAGS = ["--cases", "audio", "--allow-busy", "--warmup", "2", "--blocks", "4"]
+DRY_RUN_FLAGS += ["--iterations", "3", "--processes", "2"]
+DRY_RUN_PROBE_FLAGS = "--hidden 64 --tokens 300"
+
+
 @pytest.mark.slow
 def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
     small_checkpoint: Path, tmp_path: Path
@@ -217,17 +255,7 @@ def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
     image without platformdirs and jsonschema with no index (PIP_NO_INDEX=1) and imports
     them from a copy of that folder."""
     wheels = tmp_path / "fetched"
-    fetch = subprocess.run(
-        ["bash", str(BENCH / "gpu_wheels.sh"), "--dest", str(wheels)],
-        env=dict(os.environ, PYTHON=sys.executable),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert fetch.returncode == 0, fetch.stderr[-2000:]
-    fetched = sorted(p.name.split("-")[0].lower() for p in wheels.glob("*.whl"))
-    assert {"platformdirs", "jsonschema", "referencing", "rpds_py"} <= set(fetched)
-    assert not {"torch", "numpy", "pandas", "scipy"} & set(fetched)
+    _fetch_wheels(wheels)
 
     python = _gpu_image_python(tmp_path)
     probe = (
@@ -237,15 +265,7 @@ def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
     seen = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
     assert seen.stdout.strip() == "['torch']", seen.stderr  # the image: torch, not the two
 
-    checkout = tmp_path / "checkout"  # a copy of the checkout carrying .whl/
-    shutil.copytree(
-        ROOT,
-        checkout,
-        ignore=shutil.ignore_patterns(
-            ".venv", ".cache", ".git", ".whl", "embedbench-results", "*.egg-info"
-        ),
-    )
-    shutil.copytree(wheels, checkout / ".whl")
+    checkout = _checkout_with_wheels(tmp_path / "checkout", wheels)
     out = tmp_path / "out"
     scratch = tmp_path / "tmp"  # TMPDIR: where the temporary install folder goes
     scratch.mkdir()
@@ -255,12 +275,12 @@ def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
         PIP_NO_INDEX="1",
         PIP_INDEX_URL="http://127.0.0.1:9/none",
         PIP_FIND_LINKS="",
+        GPU_CHECK_PROBE_FLAGS=DRY_RUN_PROBE_FLAGS,
     )
     env.pop("PYTHONPATH", None)
-    flags = ["--model", str(small_checkpoint), "--cases", "audio", "--allow-busy"]
-    flags += ["--warmup", "2", "--blocks", "4", "--iterations", "3", "--processes", "2"]
+    script = str(checkout / "benchmarks" / "gpu_check.sh")
     res = subprocess.run(
-        ["bash", str(checkout / "benchmarks" / "gpu_check.sh"), *flags],
+        ["bash", script, "--model", str(small_checkpoint), *DRY_RUN_FLAGS],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -273,6 +293,91 @@ def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
     meta = json.loads((out / "run" / "metadata.json").read_text())
     assert meta["status"] == "complete" and meta["device"] == "cpu"
     assert not list(scratch.glob("embedbench-gpu-check-deps.*"))  # removed on exit
+
+
+# A root folder with another Python, its own torch and no jsonschema: .ci/gpu_image.sh
+# builds one (Debian trixie: Python 3.13, Debian's torch); CI sets this to it.
+GPU_IMAGE = os.environ.get("EMBEDBENCH_GPU_IMAGE", "")
+
+
+def _in_image(
+    image: Path, command: str, env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """command run by bash inside image (chroot) with only env set, /proc mounted, and no
+    network at all: a fresh network namespace has no interface but a downed loopback."""
+    assignments = [f"{key}={value}" for key, value in env.items()]
+    enter = 'mount -t proc proc "$1/proc" && exec chroot "$@"'
+    clean_env = ["/usr/bin/env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"]
+    clean_env += ["LANG=C.UTF-8", *assignments, "bash", "-c", command]
+    return subprocess.run(
+        ["unshare", "--net", "--mount", "sh", "-c", enter, "sh", str(image), *clean_env],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not GPU_IMAGE,
+    reason="EMBEDBENCH_GPU_IMAGE unset (bash .ci/gpu_image.sh DIR builds one, as root; CI does)",
+)
+def test_gpu_check_dry_run_in_another_python_image_with_no_network(
+    small_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The exact script in an image with its own Python (3.13 in trixie) and torch, offline:
+    the wheels gpu_wheels.sh fetched for that Python are what makes the package import."""
+    image = Path(GPU_IMAGE)
+    assert (image / "usr" / "bin" / "python3").exists(), f"{image} is not an image root"
+    facts = _in_image(
+        image,
+        'python3 -c "import importlib.util as u, platform, socket, torch; '
+        "print(platform.python_version(), torch.__version__, u.find_spec('jsonschema') is None); "
+        "socket.create_connection(('151.101.0.223', 443), timeout=3)\"",
+        {},
+        timeout=120,
+    )
+    assert "Network is unreachable" in facts.stderr, facts.stderr[-2000:]  # really offline
+    python_version, torch_version, lacks_jsonschema = facts.stdout.split()
+    assert python_version.split(".")[:2] != sys.version.split(".")[:2]  # another Python
+    assert lacks_jsonschema == "True"  # only the carried wheels can provide it
+
+    major_minor = ".".join(python_version.split(".")[:2])
+    wheels = tmp_path / "fetched"
+    fetched = _fetch_wheels(wheels, major_minor)
+    cp = "cp" + major_minor.replace(".", "")
+    assert any(f"-{cp}-" in p.name for p in wheels.glob("rpds_py-*.whl")), fetched
+
+    work = Path(tempfile.mkdtemp(prefix="embedbench-dry-run-", dir=image / "tmp"))
+    try:
+        _checkout_with_wheels(work / "checkout", wheels)
+        shutil.copytree(small_checkpoint, work / "model")
+        inside = Path("/") / work.relative_to(image)
+        env = {
+            "PYTHON": "python3",
+            "OUT": f"{inside}/out",
+            "GPU_CHECK_DEVICE": "cpu",
+            "PIP_NO_INDEX": "1",
+            "TMPDIR": str(inside),
+            "EMBEDBENCH_CACHE": f"{inside}/cache",
+            "GPU_CHECK_PROBE_FLAGS": DRY_RUN_PROBE_FLAGS,  # one argument of env -i
+        }
+        flags = " ".join(["--model", f"{inside}/model", *DRY_RUN_FLAGS])
+        res = _in_image(image, f"bash {inside}/checkout/benchmarks/gpu_check.sh {flags}", env)
+        assert res.returncode == 0, res.stderr[-3000:]
+        report = (work / "out" / "gpu_check.md").read_text()
+        deps = next(line for line in report.splitlines() if line.startswith("- dependencies:"))
+        assert "jsonschema" in deps and "installed from .whl/ (--no-index" in deps, deps
+        for family in ("qwen2.5-omni", "qwen3-omni"):
+            assert f"probe: {family}, cpu, 300 tokens, hidden 64, all cases ok" in report
+        assert "| Audio (1172 tokens) |" in report and "| Audio (4096 tokens) |" in report
+        meta = json.loads((work / "out" / "run" / "metadata.json").read_text())
+        assert meta["status"] == "complete" and meta["device"] == "cpu"
+        assert meta["versions"]["python"] == python_version  # measured by the image's Python
+        assert meta["torch"] == torch_version  # with the image's torch, untouched
+        assert not list(work.glob("embedbench-gpu-check-deps.*"))  # removed on exit
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_gpu_check_stops_before_timing_when_the_probe_fails(tmp_path: Path) -> None:
