@@ -173,6 +173,9 @@ def test_gpu_check_dry_run_on_the_cpu_and_a_rerun_is_refused(
     for family in ("qwen2.5-omni", "qwen3-omni"):  # the probe ran first, for both families
         assert f"probe: {family}, cpu, 300 tokens, hidden 64, all cases ok" in report
     written = (out / "run" / "metadata.json").read_bytes()
+    files = [p.relative_to(out) for p in out.rglob("*") if p.is_file()]
+    assert 4 <= len(files) <= 8, files  # at most 8 result files (issue 15), ...
+    assert max(len(f.parts) for f in files) <= 2, files  # ... none below OUT/run/ (2 allowed)
 
     again = check()
     assert again.returncode == 2
