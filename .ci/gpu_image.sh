@@ -35,7 +35,10 @@ fi
 if ! command -v debootstrap >/dev/null 2>&1; then
     command -v apt-get >/dev/null 2>&1 || fail "needs debootstrap (apt-get install debootstrap)"
     echo "gpu_image: installing debootstrap" >&2
-    apt-get install -y -qq debootstrap >/dev/null || fail "apt-get install debootstrap failed"
+    # A fresh machine's package lists may be missing or stale: update once, then retry.
+    apt-get install -y -qq debootstrap >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq debootstrap >/dev/null; } \
+        || fail "apt-get install debootstrap failed"
 fi
 rm -rf "$DIR"
 mkdir -p "$(dirname "$DIR")"
