@@ -9,17 +9,24 @@ every ``summary.json``. Per case:
 - cross-coverage: the share of ordered pairs of runs (i, j ≠ i) where run j's reduction
   lies inside run i's interval. A calibrated 95 % interval gives about 0.83 (two
   independent estimates differ by √2 standard errors);
+- calibration: the between-run SD over the root-mean-square of each run's own standard
+  error (its worker headlines' SD / √workers), with the one-sided F-test p-value that
+  runs vary more than their intervals assume. About 1 when the interval sees all the
+  noise; a steadier statistic than cross-coverage, and pooling sets sharpens it;
 - with ``--aa`` among the flags: in how many runs the A/A interval covers 0.
 
 Targets (issue 10): cross-coverage ≥ 0.80 for every case; between-run SD ≤ 1.5 pp and
 mean half-width ≤ 3.5 pp for every multimodal case; every A/A interval covers 0 in at
 least 9 of 10 runs.
 
-``--quick``: 3 runs of a reduced design (warm-up 5, 6 blocks × 5 calls), a smoke run.
+``--quick``: 3 runs of a reduced design (warm-up 5, 6 blocks × 5 calls, 3 workers), a smoke run.
+``--from DIR [DIR ...]``: analyse runs kept earlier with ``--keep`` instead of running;
+several DIRs pool their runs (e.g. three 10-run sets as one of 30).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -30,7 +37,7 @@ from typing import Any
 import _common as C
 
 CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
-QUICK_DESIGN = ["--warmup", "5", "--blocks", "6", "--iterations", "5"]
+QUICK_DESIGN = ["--warmup", "5", "--blocks", "6", "--iterations", "5", "--processes", "3"]
 TARGET_COVERAGE = 0.80
 TARGET_SD_PP = 1.5
 TARGET_HALF_WIDTH_PP = 3.5
@@ -71,11 +78,49 @@ def expected_cross_coverage(
     return float(share.mean()), float((share < TARGET_COVERAGE).mean())
 
 
+def calibration_ratio(
+    estimates: Sequence[float], worker_estimates: Sequence[Sequence[float]]
+) -> tuple[float, float]:
+    """(between-run SD of the estimates / RMS of each run's standard error, one-sided
+    F-test p-value that the runs vary more than that error allows). Each run's standard
+    error is its worker estimates' SD / sqrt(workers): what its t interval is built on."""
+    import numpy as np
+    from scipy import stats as sps
+
+    workers = [np.asarray(w, dtype=float) for w in worker_estimates]
+    if len(estimates) < 2 or any(len(w) < 2 for w in workers):
+        return float("nan"), float("nan")
+    within = float(np.mean([w.var(ddof=1) / len(w) for w in workers]))
+    between = float(np.var(np.asarray(estimates, dtype=float), ddof=1))
+    if within == 0.0:
+        return float("nan"), float("nan")
+    df_within = sum(len(w) - 1 for w in workers)
+    p = float(sps.f.sf(between / within, len(estimates) - 1, df_within))
+    return (between / within) ** 0.5, p
+
+
 def _one_run(index: int, work: Path, flags: list[str], core: int) -> dict[str, Any]:
     wall, meta, summary = C.embedbench_run(
         work / f"run{index:02d}", flags, core=core, label=f"run {index}"
     )
     return {"wall_s": wall, "summary": summary, "processes": meta.get("processes")}
+
+
+def _kept_runs(dirs: Sequence[str]) -> list[dict[str, Any]]:
+    """The runs kept under each DIR (``--keep``): every ``run*`` with a summary.json."""
+    runs = []
+    for top in dirs:
+        found = sorted(d for d in Path(top).glob("run*") if (d / "summary.json").is_file())
+        if not found:
+            print(f"between_runs: no kept runs (run*/summary.json) under {top}", file=sys.stderr)
+            raise SystemExit(2)
+        for d in found:
+            meta = json.loads((d / "metadata.json").read_text())
+            summary = json.loads((d / "summary.json").read_text())
+            # The run's own start to end (the live path also counts the process start).
+            wall = (meta.get("end_time") or 0.0) - (meta.get("start_time") or 0.0)
+            runs.append({"wall_s": wall, "summary": summary, "processes": meta.get("processes")})
+    return runs
 
 
 def _per_case(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -86,9 +131,17 @@ def _per_case(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 continue
             entry = cases.setdefault(
                 row["case"],
-                {"label": row["label"], "red": [], "ci": [], "aa_covers": [], "pooled": []},
+                {
+                    "label": row["label"],
+                    "red": [],
+                    "ci": [],
+                    "aa_covers": [],
+                    "pooled": [],
+                    "workers": [],
+                },
             )
             entry["red"].append(row["reduction_pct"])
+            entry["workers"].append(row.get("worker_reduction_pct") or [])
             entry["pooled"].append(row.get("pooled_reduction_pct"))
             entry["ci"].append(row["reduction_ci95_pct"])
             aa = row.get("aa")
@@ -100,6 +153,9 @@ def _per_case(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         entry["sd"] = C.sd(entry["red"])
         entry["half_width"] = sum((h - lo) / 2 for lo, h in entry["ci"]) / len(entry["ci"])
         entry["coverage"] = cross_coverage(entry["red"], entry["ci"])
+        entry["calibration"], entry["calibration_p"] = calibration_ratio(
+            entry["red"], entry["workers"]
+        )
         if None not in entry["pooled"]:  # the PR's statistic pooled over workers (JSON only)
             entry["pooled_sd"] = C.sd(entry["pooled"])
             entry["pooled_coverage"] = cross_coverage(entry["pooled"], entry["ci"])
@@ -130,6 +186,7 @@ def _table(cases: dict[str, dict[str, Any]], runs: int) -> tuple[str, list[str]]
                 e["sd"],
                 e["half_width"],
                 e["coverage"],
+                f"{e['calibration']:.2f} (p {e['calibration_p']:.2f})",
                 aa,
                 "yes" if met else "**no**",
             ]
@@ -141,27 +198,46 @@ def _table(cases: dict[str, dict[str, Any]], runs: int) -> tuple[str, list[str]]
         "between-run SD (pp)",
         "mean 95 % half-width (pp)",
         "cross-coverage",
+        "SD ÷ within-run SE",
         "A/A covers 0",
         "targets met",
     ]
-    return C.markdown_table(headers, rows, align="llrrrrrl"), missed
+    return C.markdown_table(headers, rows, align="llrrrrrrl"), missed
 
 
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=None, help="consecutive runs (default 10)")
     p.add_argument("--keep", metavar="DIR", help="keep every run's output directory under DIR")
+    p.add_argument(
+        "--from",
+        dest="from_dirs",
+        nargs="+",
+        metavar="DIR",
+        help="analyse runs kept with --keep under DIR instead of running (several pool)",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args()
+    if args.from_dirs and (args.extra or args.runs or args.keep or args.quick):
+        p.error("--from analyses kept runs: it takes no --runs, --keep, --quick or run flags")
     session = C.Session("between_runs", args)
-    runs_n = args.runs or (3 if args.quick else 10)
     flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
-    with tempfile.TemporaryDirectory(prefix="embedbench-between-") as tmp:
-        where = Path(args.keep) if args.keep else Path(tmp)
-        runs = []
-        for i in range(runs_n):
-            print(f"run {i + 1}/{runs_n} ...", file=sys.stderr, flush=True)
-            runs.append(_one_run(i, where, flags, session.core))
+    if args.from_dirs:
+        runs = _kept_runs(args.from_dirs)
+        runs_n = len(runs)
+        what = (
+            f"{runs_n} runs kept under {', '.join(args.from_dirs)}, analysed together "
+            "(wall: each run's start to end in its metadata)"
+        )
+    else:
+        runs_n = args.runs or (3 if args.quick else 10)
+        with tempfile.TemporaryDirectory(prefix="embedbench-between-") as tmp:
+            where = Path(args.keep) if args.keep else Path(tmp)
+            runs = []
+            for i in range(runs_n):
+                print(f"run {i + 1}/{runs_n} ...", file=sys.stderr, flush=True)
+                runs.append(_one_run(i, where, flags, session.core))
+        what = f"`embedbench run {' '.join(flags) or '(all defaults)'}`, {runs_n} runs back to back"
     cases = _per_case(runs)
     table, missed = _table(cases, runs_n)
     walls = [r["wall_s"] for r in runs]
@@ -175,18 +251,21 @@ def main() -> None:
             f"{TARGET_COVERAGE:.2f} in {100 * below:.0f} % of such samples per case. "
         )
     note = (
-        f"`embedbench run {' '.join(flags) or '(all defaults)'}`, {runs_n} runs back to back; "
-        f"wall per run median {C.median(walls):.1f} s (min {min(walls):.1f}, max "
-        f"{max(walls):.1f}); processes per run: {runs[0]['processes'] or 1}. Cross-coverage: "
+        f"{what}; wall per run median {C.median(walls):.1f} s (min {min(walls):.1f}, max "
+        f"{max(walls):.1f}); processes per run: {workers}. Cross-coverage: "
         "share of ordered pairs (i, j ≠ i) with run j's reduction inside run i's 95 % "
         "interval (≈ 0.83 when calibrated). "
         + calibrated
+        + "SD ÷ within-run SE: the between-run SD over the root-mean-square of each run's "
+        "own standard error, about 1 when the interval sees all the noise (p: one-sided F "
+        "test that runs vary more). "
         + (f"Targets missed: {', '.join(missed)}." if missed else "Every target met.")
     )
     session.add("Between-run reproducibility", table, note)
     session.data.update(
         {
             "flags": flags,
+            "from": args.from_dirs,
             "runs": runs_n,
             "wall_s": walls,
             "cases": {k: {n: v for n, v in e.items() if n != "label"} for k, e in cases.items()},

@@ -402,6 +402,69 @@ def test_gpu_check_stops_before_timing_when_the_probe_fails(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+def test_between_runs_quick(small_checkpoint: Path, tmp_path: Path) -> None:
+    """The live path: two quick runs back to back (its reduced design must be a valid run)."""
+    flags = ["--quick", "--runs", "2", "--keep", str(tmp_path / "kept")]
+    extra = ["--", "--model", str(small_checkpoint), "--cases", "audio", "--allow-busy"]
+    res = _run([str(BENCH / "between_runs.py"), *flags, *extra], tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "| Audio |" in res.stdout and "SD ÷ within-run SE" in res.stdout
+    assert len(list((tmp_path / "kept").glob("run*/summary.json"))) == 2
+
+
+def _kept_run(where: Path, workers: list[float]) -> None:
+    """A kept run directory as between_runs.py --keep leaves it, one case (audio)."""
+    where.mkdir(parents=True)
+    mean = sum(workers) / len(workers)
+    row = {
+        "case": "audio",
+        "label": "Audio",
+        "reduction_pct": mean,
+        "reduction_ci95_pct": [mean - 1.0, mean + 1.0],
+        "worker_reduction_pct": workers,
+    }
+    (where / "summary.json").write_text(json.dumps([row]))
+    (where / "metadata.json").write_text(
+        json.dumps({"processes": len(workers), "start_time": 100.0, "end_time": 130.0})
+    )
+
+
+def test_between_runs_pools_kept_sets_and_reports_calibration(tmp_path: Path) -> None:
+    """--from analyses kept runs of two sets as one; the calibration column is the
+    between-run SD over the RMS of each run's own standard error, with its F-test p."""
+    import numpy as np
+    from scipy import stats
+
+    sets = {
+        "a": [[40.0, 42.0, 41.0], [44.0, 43.0, 45.0]],
+        "b": [[39.0, 41.5, 40.0], [46.0, 44.5, 45.5]],
+    }
+    for name, runs in sets.items():
+        for i, workers in enumerate(runs):
+            _kept_run(tmp_path / name / f"run{i:02d}", workers)
+    res = _run(
+        [str(BENCH / "between_runs.py"), "--from", str(tmp_path / "a"), str(tmp_path / "b")],
+        tmp_path,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    workers = [np.array(w) for runs in sets.values() for w in runs]
+    means = np.array([w.mean() for w in workers])
+    within = np.mean([w.var(ddof=1) / len(w) for w in workers])
+    ratio = float(np.sqrt(means.var(ddof=1) / within))
+    p = float(stats.f.sf(ratio**2, len(means) - 1, sum(len(w) - 1 for w in workers)))
+    assert ratio > 2 and p < 0.01  # these runs differ far more than their workers do
+    row = next(line for line in res.stdout.splitlines() if line.startswith("| Audio |"))
+    assert f"| {ratio:.2f} (p {p:.2f}) |" in row, row
+    assert "4 runs kept under" in res.stdout and "analysed together" in res.stdout
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = _run([str(BENCH / "between_runs.py"), "--from", str(empty)], tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == f"between_runs: no kept runs (run*/summary.json) under {empty}"
+
+
+@pytest.mark.slow
 def test_families_quick(tmp_path: Path) -> None:
     out = tmp_path / "families.json"
     flags = ["--", "--cases", "text", "interleaved", "--lengths", "300", "--allow-busy"]
