@@ -99,11 +99,16 @@ def calibration_ratio(
     return (between / within) ** 0.5, p
 
 
+def _run_record(wall: float, meta: dict[str, Any], summary: list[Any]) -> dict[str, Any]:
+    """What the analysis reads of one run, live or kept."""
+    return {"wall_s": wall, "summary": summary, "processes": meta.get("processes")}
+
+
 def _one_run(index: int, work: Path, flags: list[str], core: int) -> dict[str, Any]:
     wall, meta, summary = C.embedbench_run(
         work / f"run{index:02d}", flags, core=core, label=f"run {index}"
     )
-    return {"wall_s": wall, "summary": summary, "processes": meta.get("processes")}
+    return _run_record(wall, meta, summary)
 
 
 def _kept_runs(dirs: Sequence[str]) -> list[dict[str, Any]]:
@@ -119,7 +124,7 @@ def _kept_runs(dirs: Sequence[str]) -> list[dict[str, Any]]:
             summary = json.loads((d / "summary.json").read_text())
             # The run's own start to end (the live path also counts the process start).
             wall = (meta.get("end_time") or 0.0) - (meta.get("start_time") or 0.0)
-            runs.append({"wall_s": wall, "summary": summary, "processes": meta.get("processes")})
+            runs.append(_run_record(wall, meta, summary))
     return runs
 
 

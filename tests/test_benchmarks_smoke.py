@@ -145,15 +145,23 @@ def test_gpu_check_python_steps_need_no_implicit_imports() -> None:
         compile(snippet, "gpu_check.sh", "exec")
 
 
+# The dry runs' design (a few tiny blocks in 2 workers) and the probe on a small table,
+# with the line each probe prints when every case passes.
+DRY_RUN_DESIGN = ["--allow-busy", "--warmup", "2", "--blocks", "4", "--iterations", "3"]
+DRY_RUN_DESIGN += ["--processes", "2"]
+DRY_RUN_FLAGS = ["--cases", "audio", *DRY_RUN_DESIGN]
+DRY_RUN_PROBE_FLAGS = "--hidden 64 --tokens 300"
+PROBE_OK = "probe: {family}, cpu, 300 tokens, hidden 64, all cases ok"
+
+
 @pytest.mark.slow
 def test_gpu_check_dry_run_on_the_cpu_and_a_rerun_is_refused(
     small_checkpoint: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     env = dict(os.environ, PYTHON=sys.executable, OUT=str(out), GPU_CHECK_DEVICE="cpu")
-    env["GPU_CHECK_PROBE_FLAGS"] = "--hidden 64 --tokens 300"
-    flags = ["--model", str(small_checkpoint), "--cases", "text", "audio", "--allow-busy"]
-    flags += ["--warmup", "2", "--blocks", "4", "--iterations", "3", "--processes", "2"]
+    env["GPU_CHECK_PROBE_FLAGS"] = DRY_RUN_PROBE_FLAGS
+    flags = ["--model", str(small_checkpoint), "--cases", "text", "audio", *DRY_RUN_DESIGN]
 
     def check() -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -171,7 +179,7 @@ def test_gpu_check_dry_run_on_the_cpu_and_a_rerun_is_refused(
     assert "DRY RUN ON THE CPU" in report and "least busy allowed core" in report
     assert "#### The PR's table (" in report and "H100" in report and "| Audio |" in report
     for family in ("qwen2.5-omni", "qwen3-omni"):  # the probe ran first, for both families
-        assert f"probe: {family}, cpu, 300 tokens, hidden 64, all cases ok" in report
+        assert PROBE_OK.format(family=family) in report
     written = (out / "run" / "metadata.json").read_bytes()
     files = [p.relative_to(out) for p in out.rglob("*") if p.is_file()]
     assert 4 <= len(files) <= 8, files  # at most 8 result files (issue 15), ...
@@ -244,12 +252,6 @@ def _checkout_with_wheels(dest: Path, wheels: Path) -> Path:
     return dest
 
 
-# The dry run's flags: one case, a few tiny blocks; the probe on a small table.
-DRY_RUN_FLAGS = ["--cases", "audio", "--allow-busy", "--warmup", "2", "--blocks", "4"]
-DRY_RUN_FLAGS += ["--iterations", "3", "--processes", "2"]
-DRY_RUN_PROBE_FLAGS = "--hidden 64 --tokens 300"
-
-
 @pytest.mark.slow
 def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
     small_checkpoint: Path, tmp_path: Path
@@ -310,10 +312,10 @@ def _in_image(
     network at all: a fresh network namespace has no interface but a downed loopback."""
     assignments = [f"{key}={value}" for key, value in env.items()]
     enter = 'mount -t proc proc "$1/proc" && exec chroot "$@"'
-    clean_env = ["/usr/bin/env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"]
-    clean_env += ["LANG=C.UTF-8", *assignments, "bash", "-c", command]
+    inside = ["/usr/bin/env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"]
+    inside += ["LANG=C.UTF-8", *assignments, "bash", "-c", command]
     return subprocess.run(
-        ["unshare", "--net", "--mount", "sh", "-c", enter, "sh", str(image), *clean_env],
+        ["unshare", "--net", "--mount", "sh", "-c", enter, "sh", str(image), *inside],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -372,7 +374,7 @@ def test_gpu_check_dry_run_in_another_python_image_with_no_network(
         deps = next(line for line in report.splitlines() if line.startswith("- dependencies:"))
         assert "jsonschema" in deps and "installed from .whl/ (--no-index" in deps, deps
         for family in ("qwen2.5-omni", "qwen3-omni"):
-            assert f"probe: {family}, cpu, 300 tokens, hidden 64, all cases ok" in report
+            assert PROBE_OK.format(family=family) in report
         assert "| Audio (1172 tokens) |" in report and "| Audio (4096 tokens) |" in report
         meta = json.loads((work / "out" / "run" / "metadata.json").read_text())
         assert meta["status"] == "complete" and meta["device"] == "cpu"
