@@ -53,6 +53,11 @@ class IoBusyError(ContentionError):
     """
 
 
+class HostNoisyError(EmbedbenchError):
+    """The canary says the host's speed is not steady (a neighbour on the memory system),
+    and it did not settle within the wait: measuring now would mislead."""
+
+
 class HostLockError(EmbedbenchError):
     """Another embedbench run holds the host lock; two runs must not overlap."""
 

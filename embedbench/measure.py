@@ -7,8 +7,11 @@ validates both variants, warms them up and times its blocks. It reports through 
 ``emit`` callback of plain-JSON events and computes no statistics:
 
 - ``ready``: the target, the fingerprint of the code of each variant, the freshness
-  check's report, the frequency source, the isolation state and where the table landed
-  in memory;
+  check's report, the frequency source, the isolation state, where the table landed
+  in memory and what the canary is;
+- ``host_wait``: a probe of the canary was not quiet, so the share waits (one line);
+- ``host_probe``: the probe before the timer floor or a case, once it was quiet or the
+  wait ran out (with ``--allow-busy``; without it the share stops with a usage error);
 - ``records``: raw block records of one case, length and scope (timer floor: case
   ``timer``), each carrying ``worker``;
 - ``validation``: one case's validation row;
@@ -26,14 +29,16 @@ import marshal
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from embedbench.config import RunConfig
-from embedbench.harness import devices, freshness, sysinfo
+from embedbench.errors import HostNoisyError
+from embedbench.harness import devices, freshness, stability, sysinfo
+from embedbench.harness.canary import Canary, canary_bytes
 from embedbench.harness.devices import count_device_syncs, sync_for
 from embedbench.harness.isolation import isolated
 from embedbench.harness.timing import (
@@ -41,6 +46,7 @@ from embedbench.harness.timing import (
     MICRO_SCOPE,
     TIMER_CASE,
     TIMER_SCOPE,
+    BlockProbes,
     derive_seed,
     measure_pair,
     measure_timer_floor,
@@ -70,6 +76,7 @@ HARNESS_MODULES = (
     "embedbench.omni.validation",
     "embedbench.harness.isolation",
     "embedbench.harness.devices",
+    "embedbench.harness.canary",
 )
 
 
@@ -184,6 +191,68 @@ def _load(share: Share) -> tuple[checkpoint.ThinkerFacts, torch.Tensor, dict[str
     return facts, table, placement
 
 
+@dataclass
+class HostWatch:
+    """The quiet-host wait of one measuring process: a canary probe before its timer floor
+    and before every case, judged against the quietest probe it has seen
+    (``stability.read_probe``). While a probe is not quiet it emits one ``host_wait`` line
+    and probes again every ``WAIT_POLL_S`` s, for up to ``WAIT_MAX_S`` s; then it refuses
+    (``HostNoisyError``, exit 2), unless ``allow_busy``, which measures at once and lets the
+    probe's reading label the run."""
+
+    canary: Canary
+    worker: int
+    emit: Emit
+    allow_busy: bool = False
+    max_wait_s: float = stability.WAIT_MAX_S
+    poll_s: float = stability.WAIT_POLL_S
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    reference_us: float | None = None
+    readings: list[stability.ProbeReading] = field(default_factory=list)
+
+    def wait_until_quiet(self, before: str) -> stability.ProbeReading:
+        """Probe until quiet (or the wait runs out); emit and return the last reading."""
+        start = self.clock()
+        reading = stability.read_probe(self.canary.probe(), self.reference_us)
+        attempts = 1
+        if not reading.quiet and not self.allow_busy:
+            self.emit(
+                {
+                    "event": "host_wait",
+                    "worker": self.worker,
+                    "before": before,
+                    "reason": reading.reason,
+                    "max_wait_s": self.max_wait_s,
+                }
+            )
+            while not reading.quiet and self.clock() - start < self.max_wait_s:
+                self.sleep(self.poll_s)
+                reading = stability.read_probe(self.canary.probe(), self.reference_us)
+                attempts += 1
+        waited = self.clock() - start
+        self.reference_us = stability.next_reference(self.reference_us, reading)
+        self.readings.append(reading)
+        self.emit(
+            {
+                "event": "host_probe",
+                "worker": self.worker,
+                "before": before,
+                "attempts": attempts,
+                "waited_s": round(waited, 3),
+                **reading.to_json(),
+            }
+        )
+        if not reading.quiet and not self.allow_busy:
+            raise HostNoisyError(
+                f"the host stayed noisy for {waited:.0f} s before {before} in worker "
+                f"{self.worker} ({reading.reason}); stop the other load (a memory-hungry "
+                "process on another core, another guest), rerun later, or pass --allow-busy "
+                "to measure anyway (the run is then labelled noisy)"
+            )
+        return reading
+
+
 def measure_share(
     share: Share,
     emit: Emit,
@@ -202,8 +271,16 @@ def measure_share(
     fresh = check_fresh(target)  # before anything is measured or reported
     frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
     sync = sync_for(device)
-    read_gpu_mhz = devices.gpu_clock_reader(device)
+    canary = Canary(canary_bytes(max(config.lengths), facts.hidden_size), device)
+    probes = BlockProbes(
+        read_mhz=read_mhz,
+        read_gpu_mhz=devices.gpu_clock_reader(device),
+        canary=canary.copy_us,
+        device_canary=canary.device_us,
+    )
     with isolated(share.cpu_core) as state:
+        watch = HostWatch(canary, share.worker, emit, allow_busy=config.allow_busy)
+        watch.wait_until_quiet("start")
         emit(
             {
                 "event": "ready",
@@ -218,13 +295,13 @@ def measure_share(
                 "frequency_source": frequency_source,
                 "isolation": state.to_json(),
                 "table": placement,
+                "canary": canary.describe(),
             }
         )
         floor = measure_timer_floor(
             device=device.type,
             sync=sync,
-            read_mhz=read_mhz,
-            read_gpu_mhz=read_gpu_mhz,
+            probes=probes,
             warmup=config.warmup,
             window=config.timing_window,
         )
@@ -233,8 +310,8 @@ def measure_share(
         for index, (tokens, case) in enumerate(pairs):
             if index:
                 before_case(case, tokens)
-            clocks = (read_mhz, read_gpu_mhz)
-            _measure_case(share, target, facts, case, tokens, emit, sync, clocks, check_stop)
+            watch.wait_until_quiet(f"{case}@{tokens}")
+            _measure_case(share, target, facts, case, tokens, emit, sync, probes, check_stop)
             gc.collect()  # what the case left behind (gc stays disabled while timing)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -288,11 +365,10 @@ def _measure_case(
     tokens: int,
     emit: Emit,
     sync: Callable[[], None],
-    clocks: tuple[Callable[[], float | None], Callable[[], float | None]],
+    probes: BlockProbes,
     check_stop: Callable[[], None],
 ) -> None:
-    """Validate one case, then time it; ``clocks`` reads the CPU's MHz and the GPU's."""
-    read_mhz, read_gpu_mhz = clocks
+    """Validate one case, then time it; ``probes`` are read at every block edge."""
     config = share.config
     scenario = build_scenario(
         case,
@@ -335,8 +411,7 @@ def _measure_case(
                 seed=schedule_seed(config, case, tokens, share.worker, scope),
                 device=torch.device(share.device).type,
                 sync=sync,
-                read_mhz=read_mhz,
-                read_gpu_mhz=read_gpu_mhz,
+                probes=probes,
                 progress=lambda n: emit({"event": "progress", "calls": n}),
                 check_stop=check_stop,
                 scope=scope,

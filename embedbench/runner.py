@@ -34,7 +34,8 @@ import embedbench
 from embedbench.cases import AUTO_FAMILY, DEFAULT_FAMILY
 from embedbench.config import RunConfig, default_output_dir
 from embedbench.errors import ConfigError, EmbedbenchError
-from embedbench.harness import devices, freshness, stats, sysinfo, windows
+from embedbench.harness import devices, freshness, stability, stats, sysinfo, windows
+from embedbench.harness.canary import Canary
 from embedbench.harness.devices import resolve_device, sync_for
 from embedbench.harness.hostlock import HostLock, host_lock
 from embedbench.harness.interrupts import RunInterrupted, StopFlag, stop_requests
@@ -51,6 +52,7 @@ from embedbench.harness.timing import (
     METRIC_ORDER,
     MICRO_SCOPE,
     TIMER_SCOPE,
+    BlockProbes,
     BlockRecord,
     derive_seed,
     measure_pair,
@@ -241,6 +243,7 @@ def _metadata(
         },
         "cpu_core": prepared.cpu_core,
         "cpu_frequency_source": ready["frequency_source"],
+        "canary": ready.get("canary"),
         "threads": ready["isolation"],
         "contention": contention.to_json(),
         "contention_checks": [{"before": "run", **contention.to_json()}],
@@ -357,6 +360,7 @@ class _Collector:
             for case in prepared.config.cases
         }
         self.completed: list[str] = []
+        self.host_probes: list[dict[str, Any]] = []
         self._order = list(self.cases)
         self._rows: dict[tuple[str, int], dict[str, Any]] = {}
 
@@ -370,6 +374,15 @@ class _Collector:
             return
         if kind == "ready":
             self._ready(event)
+            return
+        if kind == "host_wait":
+            self.log(
+                f"waiting up to {event['max_wait_s']:.0f} s for a quiet host before "
+                f"{event['before']} (worker {event['worker']}): {event['reason']}"
+            )
+            return
+        if kind == "host_probe":  # kept in memory, written with the next results
+            self.host_probes.append({k: v for k, v in event.items() if k != "event"})
             return
         writer = self._writer()
         if kind == "records":  # A/A records go to aa-raw.json, the rest to micro-raw.json
@@ -411,7 +424,7 @@ class _Collector:
             metadata = _metadata(self.prepared, event, self.contention, self.io)
             self.writer = ResultsWriter(
                 self.prepared.output_dir,
-                {**metadata, "host_lock": self.lock.to_json()},
+                {**metadata, "host_lock": self.lock.to_json(), **self._host_fields(metadata)},
                 aa_check=self.prepared.config.aa_check,
             )
             self.log(f"writing results to {self.prepared.output_dir}")
@@ -482,6 +495,18 @@ class _Collector:
             )
             labels = {key: writer.metadata.get(key) for key in ("busy_core", "busy_io")}
             self._add_row(case, tokens, {**row, **{k: v for k, v in labels.items() if v}})
+        writer.update_metadata(**self._host_fields(writer.metadata))
+
+    def _host_fields(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """``host_probes`` and ``host_stability`` from what has arrived so far."""
+        writer = self.writer
+        records = [*writer.records, *writer.aa_records] if writer else []
+        reading = stability.assess_host(
+            records,
+            probes=self.host_probes,
+            other_cores_busy=stability.busiest_other_cores(metadata.get("contention_checks", [])),
+        )
+        return {"host_probes": list(self.host_probes), "host_stability": reading.to_json()}
 
     def _add_row(self, case: str, tokens: int, row: dict[str, Any]) -> None:
         """Write summary rows in the configured order, whichever worker finished last."""
@@ -530,6 +555,7 @@ class _Collector:
             return
         ended = _utc_now()
         self.writer.update_metadata(
+            **self._host_fields(self.writer.metadata),
             status=status,
             completed_cases=list(self.completed),
             end_time=ended.timestamp(),
@@ -751,6 +777,7 @@ def paired_benchmark(
     core = resolve_cpu_core(checked.cpu_core)
     sync = sync_for(dev)
     _, read_mhz = sysinfo.cpu_frequency_reader(core)
+    probes = BlockProbes(read_mhz=read_mhz, canary=Canary(device=dev).copy_us)
     schedule_seed = derive_seed(checked.seed, "paired_benchmark")
     ordered = {name: variants[name] for name in VARIANTS}
     with host_lock(), isolated(core):
@@ -758,7 +785,7 @@ def paired_benchmark(
         floor = measure_timer_floor(
             device=dev.type,
             sync=sync,
-            read_mhz=read_mhz,
+            probes=probes,
             warmup=checked.warmup,
             window=checked.timing_window,
         )
@@ -772,7 +799,7 @@ def paired_benchmark(
             seed=schedule_seed,
             device=dev.type,
             sync=sync,
-            read_mhz=read_mhz,
+            probes=probes,
             window=checked.timing_window,
         )
     pair = summary.summarize_records([r.to_json() for r in records])

@@ -40,7 +40,7 @@ TIERS = {
         # on main, not yet on this branch (all fast, none runs the harness)
         *("test_blocks.py", "test_errors.py", "test_markdown.py", "test_readme_parameters.py"),
         *("test_layout.py", "test_probe.py", "test_nvml.py"),
-        *("test_families.py", "test_qwen3_reference.py"),
+        *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_figures.py",  # runs built in memory: no harness run
     ],
     "e2e": [

@@ -117,7 +117,7 @@ def test_every_block_record_carries_the_gpu_clock_at_its_start_and_end():
         iterations=3,
         seed=1,
         device="cuda",
-        read_gpu_mhz=lambda: float(next(readings)),
+        probes=timing.BlockProbes(read_gpu_mhz=lambda: float(next(readings))),
     )
     starts = [r.gpu_mhz_start for r in records]
     ends = [r.gpu_mhz_end for r in records]

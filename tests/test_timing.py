@@ -105,7 +105,7 @@ def test_measure_pair_needs_two_variants():
 
 
 def test_timer_floor_is_ten_blocks_of_a_hundred_empty_calls():
-    records = timing.measure_timer_floor(device="cpu", read_mhz=lambda: None)
+    records = timing.measure_timer_floor(device="cpu", probes=timing.BlockProbes())
     assert len(records) == 10
     assert all(r.case == "timer" and r.scope == "overhead" for r in records)
     assert all(len(r.samples_us) == 100 for r in records)

@@ -41,6 +41,7 @@ TIMER_FLOOR_CALLS = 100
 
 Sync = Callable[[], None]
 ReadMhz = Callable[[], float | None]
+ReadCanary = Callable[[], float | None]
 Progress = Callable[[int], None]
 
 
@@ -69,6 +70,12 @@ class BlockRecord:
     # The GPU's SM clock at the block's start and end (NVML; None off CUDA or unreadable).
     gpu_mhz_start: float | None = None
     gpu_mhz_end: float | None = None
+    # The canary (``canary``) read next to the MHz samples: one host memory copy in µs,
+    # and on CUDA one host to device round trip (None where it was not taken).
+    canary_us_start: float | None = None
+    canary_us_end: float | None = None
+    canary_device_us_start: float | None = None
+    canary_device_us_end: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -165,14 +172,33 @@ def _thread_minor_faults() -> int | None:
         return None
 
 
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockProbes:
+    """What is read at every block edge, outside the timed window: the CPU's and the GPU's
+    MHz and the canary (a host copy, and a device round trip on CUDA), each None-valued
+    where unavailable."""
+
+    read_mhz: ReadMhz = _nothing
+    read_gpu_mhz: ReadMhz = _nothing
+    canary: ReadCanary = _nothing
+    device_canary: ReadCanary = _nothing
+
+    def edge(self) -> tuple[float | None, float | None, float | None, float | None]:
+        """(cpu MHz, gpu MHz, canary µs, device canary µs) now."""
+        return self.read_mhz(), self.read_gpu_mhz(), self.canary(), self.device_canary()
+
+
 @dataclass(frozen=True, kw_only=True)
 class _TimingPath:
-    """How every call of a block is timed: the device sync, the MHz readers, the window."""
+    """How every call of a block is timed: the device sync, the edge probes, the window."""
 
     sync: Sync
-    read_mhz: ReadMhz
     window: str
-    read_gpu_mhz: ReadMhz = lambda: None
+    probes: BlockProbes
 
 
 def _block(fn: Callable[[], Any], calls: int, path: _TimingPath, **label: Any) -> BlockRecord:
@@ -180,11 +206,11 @@ def _block(fn: Callable[[], Any], calls: int, path: _TimingPath, **label: Any) -
 
     ``label`` names the block: device, case, tokens, scope, variant, block, position.
     """
-    gpu_start, mhz_start = path.read_gpu_mhz(), path.read_mhz()
+    mhz_start, gpu_start, canary_start, device_start = path.probes.edge()
     wall_start, faults_start = time.time(), _thread_minor_faults()
     samples = time_calls(fn, calls, path.sync, path.window)
     faults_end, wall_end = _thread_minor_faults(), time.time()
-    mhz_end, gpu_end = path.read_mhz(), path.read_gpu_mhz()
+    mhz_end, gpu_end, canary_end, device_end = path.probes.edge()
     faults = None if faults_start is None or faults_end is None else faults_end - faults_start
     return BlockRecord(
         **label,
@@ -197,6 +223,10 @@ def _block(fn: Callable[[], Any], calls: int, path: _TimingPath, **label: Any) -
         minor_faults=faults,
         gpu_mhz_start=gpu_start,
         gpu_mhz_end=gpu_end,
+        canary_us_start=canary_start,
+        canary_us_end=canary_end,
+        canary_device_us_start=device_start,
+        canary_device_us_end=device_end,
     )
 
 
@@ -208,16 +238,15 @@ def measure_timer_floor(
     *,
     device: str,
     sync: Sync = no_sync,
-    read_mhz: ReadMhz = lambda: None,
-    read_gpu_mhz: ReadMhz = lambda: None,
+    probes: BlockProbes | None = None,
     warmup: int = 0,
     window: str = DEFAULT_WINDOW,
 ) -> list[BlockRecord]:
     """Time an empty call through the same window as the cases, after ``warmup`` calls
     (the PR: the cases' warm-up, then 10 blocks of 100): case "timer", scope "overhead",
-    variant "timer_floor"."""
+    variant "timer_floor". ``probes`` are read at every block edge (default: none)."""
     time_calls(_empty_call, warmup, sync, window)
-    path = _TimingPath(sync=sync, read_mhz=read_mhz, window=window, read_gpu_mhz=read_gpu_mhz)
+    path = _TimingPath(sync=sync, window=window, probes=probes or BlockProbes())
     return [
         _block(
             _empty_call,
@@ -246,8 +275,7 @@ def measure_pair(
     seed: int,
     device: str,
     sync: Sync = no_sync,
-    read_mhz: ReadMhz = lambda: None,
-    read_gpu_mhz: ReadMhz = lambda: None,
+    probes: BlockProbes | None = None,
     progress: Progress | None = None,
     check_stop: Callable[[], None] = lambda: None,
     scope: str = MICRO_SCOPE,
@@ -262,7 +290,8 @@ def measure_pair(
     so a stop never leaves a block with only one variant. ``scope`` labels the
     records (``AA_SCOPE`` for the A/A check). Blocks are numbered from ``first_block``
     (a worker process's share of a run continues the run's numbering). ``window`` is
-    the timing window of every call, warm-ups included.
+    the timing window of every call, warm-ups included. ``probes`` (MHz, canary) are
+    read at every block edge, outside the window.
     """
     names = tuple(variants)
     if len(names) != 2:
@@ -273,7 +302,7 @@ def measure_pair(
         if progress is not None:
             progress(warmup)
     records = []
-    path = _TimingPath(sync=sync, read_mhz=read_mhz, window=window, read_gpu_mhz=read_gpu_mhz)
+    path = _TimingPath(sync=sync, window=window, probes=probes or BlockProbes())
     for block, order in enumerate(block_schedule(names, blocks, seed)):
         check_stop()
         for position, name in enumerate(order):

@@ -23,7 +23,15 @@ from embedbench.config import parse_max_slowdown
 from embedbench.errors import one_line
 from embedbench.harness.stats import INVALID, labelled_level
 from embedbench.report.results import RunResult
-from embedbench.report.tables import NOT_MEASURED, input_label, level_text, ordered_rows
+from embedbench.report.tables import (
+    NOT_MEASURED,
+    NOT_OBSERVED,
+    host_label,
+    host_verdict,
+    input_label,
+    level_text,
+    ordered_rows,
+)
 
 PREFIX = "gate:"
 UNCERTIFIED = "cannot be certified"
@@ -68,6 +76,8 @@ class GateOutcome:
 
     max_slowdown_pct: float
     rows: tuple[GateRow, ...]
+    host: str = NOT_OBSERVED
+    host_note: str | None = None
 
     @property
     def failures(self) -> tuple[GateRow, ...]:
@@ -166,19 +176,26 @@ def gate_results(result: RunResult, max_slowdown_pct: Any = 0.0) -> GateOutcome:
                 level=level,
             )
         )
-    return GateOutcome(max_slowdown_pct=pct, rows=tuple(rows))
+    return GateOutcome(
+        max_slowdown_pct=pct,
+        rows=tuple(rows),
+        host=host_verdict(result.metadata),
+        host_note=host_label(result),
+    )
 
 
 def gate_lines(outcome: GateOutcome) -> list[str]:
     """What ``embedbench gate`` prints: one line per failing case, else one summary line."""
+    note = [f"{PREFIX} warning: {outcome.host_note}"] if outcome.host_note else []
     if not outcome.rows:
         return [f"{PREFIX} FAIL no cases in the results; nothing to certify"]
     if outcome.failures:
-        return [f"{PREFIX} FAIL {row.name}: {row.reason}" for row in outcome.failures]
+        return [f"{PREFIX} FAIL {row.name}: {row.reason}" for row in outcome.failures] + note
     count = len(outcome.rows)
     return [
         f"{PREFIX} pass, {count} case{'s' if count != 1 else ''}, "
-        f"none slower beyond {_pct(outcome.max_slowdown_pct)}"
+        f"none slower beyond {_pct(outcome.max_slowdown_pct)}",
+        *note,
     ]
 
 
@@ -193,10 +210,21 @@ def gate_table(outcomes: Mapping[str, GateOutcome]) -> pd.DataFrame:
             "Interval": "n/a" if row.interval is None else format_interval(row.interval),
             "Level": level_text(row.level),
             "Gate": "pass" if row.passed else "FAIL",
+            "Host": outcome.host,
             "Reason": row.reason,
         }
         for name, outcome in outcomes.items()
         for row in outcome.rows
     ]
-    columns = ["Run", "Input", "Tokens", "Reduction", "Interval", "Level", "Gate", "Reason"]
+    columns = [
+        "Run",
+        "Input",
+        "Tokens",
+        "Reduction",
+        "Interval",
+        "Level",
+        "Gate",
+        "Host",
+        "Reason",
+    ]
     return pd.DataFrame(data, columns=columns)

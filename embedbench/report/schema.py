@@ -74,6 +74,10 @@ _RECORD = {
         "worker": {"type": "integer", "minimum": 0},
         "gpu_mhz_start": _NUMBER_OR_NULL,
         "gpu_mhz_end": _NUMBER_OR_NULL,
+        "canary_us_start": _NUMBER_OR_NULL,
+        "canary_us_end": _NUMBER_OR_NULL,
+        "canary_device_us_start": _NUMBER_OR_NULL,
+        "canary_device_us_end": _NUMBER_OR_NULL,
     },
 }
 
@@ -145,6 +149,19 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                 # The I/O guard's reading (ioguard.IoReading.to_json()); optional, so
                 # results written before the guard existed stay valid at this version.
                 "io_guard": {"type": ["object", "null"]},
+                # The canary's host-stability reading (stability.HostStability.to_json());
+                # optional, as io_guard: older results lack it.
+                "host_stability": {
+                    "type": "object",
+                    "required": ["verdict", "reasons", "workers", "canary_reads"],
+                    "properties": {
+                        "verdict": {"enum": ["stable", "noisy"]},
+                        "reasons": {"type": "array", "items": {"type": "string"}},
+                        "workers": {"type": "array", "items": {"type": "object"}},
+                        "canary_reads": {"type": "integer", "minimum": 0},
+                    },
+                },
+                "host_probes": {"type": "array", "items": {"type": "object"}},
             },
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},

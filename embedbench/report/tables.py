@@ -22,6 +22,7 @@ from embedbench.cases import CASE_LABELS, CASES, DEFAULT_FAMILY, FAMILY_LABELS, 
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.harness import stats, sysinfo, windows
+from embedbench.harness.stability import NOISY, RUN_LEVEL_LIMIT, likely_cause
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 from embedbench.report.markdown import frame_markdown
 from embedbench.report.results import RunResult, load_results
@@ -271,6 +272,8 @@ def blocks_frame(result: RunResult) -> pd.DataFrame:
                 "cpu_mhz_end": record.get("cpu_mhz_end"),
                 "gpu_mhz_start": record.get("gpu_mhz_start"),
                 "gpu_mhz_end": record.get("gpu_mhz_end"),
+                "canary_us_start": record.get("canary_us_start"),
+                "canary_us_end": record.get("canary_us_end"),
             }
         )
     return pd.DataFrame(rows)
@@ -375,10 +378,13 @@ def headline(result: RunResult) -> str:
 
 
 def banner_html(result: RunResult) -> str:
-    """A red banner for failed validations, an unfinished run or a busy core."""
+    """A red banner for failed validations, an unfinished run, a busy core or a noisy host."""
     problems = [*status_lines(result), *failed_validations(result)]
-    if busy_label(result):
-        problems.append(f"{busy_label(result)}: the numbers may carry other work's noise")
+    busy = "; ".join(label for label in _busy_labels(result.metadata) if label)
+    if busy:
+        problems.append(f"{busy}: the numbers may carry other work's noise")
+    if host_label(result):
+        problems.append(host_label(result))
     if not problems:
         return (
             '<div style="color:#1a7f37">All validations passed: lookup counts as expected, '
@@ -387,7 +393,7 @@ def banner_html(result: RunResult) -> str:
     items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
     return (
         '<div style="background:#d1242f;color:white;padding:8px 12px;border-radius:4px">'
-        f"<b>Read with care: validation failed, run incomplete or core busy</b>"
+        f"<b>Read with care: validation failed, run incomplete, core busy or host noisy</b>"
         f"<ul>{items}</ul></div>"
     )
 
@@ -404,10 +410,41 @@ NOT_USED = "not used (built-in replica)"
 CHECKOUT_PARAMETERS = ("repo", "baseline_ref", "candidate_ref")
 
 
+NOT_OBSERVED = "not observed"
+
+
+def host_verdict(metadata: dict[str, Any]) -> str:
+    """``stable`` or ``noisy`` from the run's canary, or ``not observed`` (a run made
+    before the canary, or one of the original script)."""
+    reading = metadata.get("host_stability") or {}
+    if not reading.get("canary_reads"):
+        return NOT_OBSERVED
+    return str(reading.get("verdict") or NOT_OBSERVED)
+
+
+def host_label(result: RunResult) -> str | None:
+    """One line for a run whose canary says the host was noisy (its reasons and the likely
+    cause), else None."""
+    reading = result.metadata.get("host_stability") or {}
+    if host_verdict(result.metadata) != NOISY:
+        return None
+    cause = likely_cause(reading.get("other_cores_busy") or {})
+    reasons = "; ".join(reading.get("reasons") or [])
+    return (
+        f"noisy host: {reasons}{f'; {cause}' if cause else ''}. Its verdicts and intervals "
+        "may not hold on a rerun: rerun on a quiet host"
+    )
+
+
 def busy_label(result: RunResult) -> str | None:
-    """The label of a run measured on a busy core or busy I/O with --allow-busy, else None."""
-    labels = [result.metadata.get(key) for key in ("busy_core", "busy_io")]
+    """The label of a run measured on a busy core or busy I/O with --allow-busy, or on a
+    host the canary found noisy; else None."""
+    labels = [*_busy_labels(result.metadata), host_label(result)]
     return "; ".join(label for label in labels if label) or None
+
+
+def _busy_labels(metadata: dict[str, Any]) -> list[str | None]:
+    return [metadata.get(key) for key in ("busy_core", "busy_io")]
 
 
 def provenance_table(result: RunResult) -> pd.DataFrame:
@@ -678,6 +715,7 @@ def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
                 "design": f"{m.get('blocks')}×{m.get('iterations')} (warmup {m.get('warmup')})",
                 "workers": m.get("processes", 1),
                 "timing window": timing_window(m),
+                "host": host_verdict(m),
                 "status": m.get("status"),
                 "started": _utc_iso(m.get("start_time")),
             }
@@ -818,29 +856,59 @@ def differences(
     return found
 
 
+def canary_level_us(metadata: dict[str, Any]) -> float | None:
+    """The run's canary level: the median of its workers' median canary copy (µs), or None
+    when the run recorded no canary."""
+    workers = (metadata.get("host_stability") or {}).get("workers") or []
+    levels = [w["median_us"] for w in workers if w.get("median_us")]
+    return float(np.median(levels)) if levels else None
+
+
+def canary_ratio(a: RunResult, b: RunResult) -> float | None:
+    """Run B's canary level over run A's (None unless both recorded one)."""
+    level_a, level_b = canary_level_us(a.metadata), canary_level_us(b.metadata)
+    return level_b / level_a if level_a and level_b else None
+
+
+def _difference_reading(diff: stats.ReductionDifference, ratio: float | None) -> str:
+    if not diff.excludes_zero:
+        return "no detectable difference"
+    if ratio is not None and abs(ratio - 1.0) > RUN_LEVEL_LIMIT:
+        return (
+            f"the runs differ, and so does the host's speed (canary {100 * (ratio - 1):+.0f} %):"
+            " the host may explain the difference"
+        )
+    return "the runs differ"
+
+
 def difference_table(runs: dict[str, RunResult]) -> pd.DataFrame:
     """``differences`` as a table: one row per pair of runs and case (empty when no two
-    runs share a configuration)."""
+    runs share a configuration), with the runs' canary ratio beside it."""
     entries = differences(runs)
     several = len({e["tokens"] for e in entries}) > 1
     rows = []
     for entry in entries:
         diff = entry["difference"]
         measured = isinstance(diff, stats.ReductionDifference)
+        ratio = canary_ratio(runs[entry["a"]], runs[entry["b"]])
         rows.append(
             {
                 "Input": input_label(entry["case"], entry["tokens"], several),
                 "Runs (B − A)": f"{entry['b']} − {entry['a']}",
                 "Difference (pp)": f"{diff.difference_pp:+.2f}" if measured else "n/a",
                 "95 % interval (pp)": f"[{diff.low:+.2f}, {diff.high:+.2f}]" if measured else diff,
-                "Reading": (
-                    ("the runs differ" if diff.excludes_zero else "no detectable difference")
-                    if measured
-                    else ""
-                ),
+                "Canary B/A": "n/a" if ratio is None else f"{ratio:.2f}",
+                "Reading": _difference_reading(diff, ratio) if measured else "",
             }
         )
-    columns = ["Input", "Runs (B − A)", "Difference (pp)", "95 % interval (pp)", "Reading"]
+    columns = [
+        "Input",
+        "Runs (B − A)",
+        "Difference (pp)",
+        "95 % interval (pp)",
+        "Canary B/A",
+        "Reading",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 

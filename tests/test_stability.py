@@ -1,0 +1,270 @@
+"""The canary and the host-stability reading: the rule, the quiet-host wait, the labels.
+
+Everything here runs on numbers or fakes; the noisy-neighbour test, with a real memory
+hog on another core, is in test_interference.py.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedbench.errors import EmbedbenchError, HostNoisyError
+from embedbench.harness import stability, timing
+from embedbench.harness.canary import Canary, canary_bytes
+from embedbench.measure import HostWatch
+from embedbench.report import gate, tables
+from embedbench.report.results import RunResult
+
+
+def _quiet(n: int = 15, level: float = 700.0, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(level * (1.0 + np.abs(rng.normal(0.0, 0.02, n))))
+
+
+# A neighbour toggling on and off: three run-spread limits slower while it is on.
+TOGGLED = 1.0 + 3.0 * stability.RUN_SPREAD_LIMIT
+
+
+def _bimodal(n: int = 15, level: float = 700.0) -> list[float]:
+    """Every third copy at the quiet level times ``TOGGLED``, the rest at the quiet level."""
+    return [level * (TOGGLED if i % 3 == 0 else 1.0) for i in range(n)]
+
+
+# --- the probe rule ---------------------------------------------------------------------
+
+
+def test_a_tight_probe_is_quiet_and_sets_the_reference():
+    reading = stability.read_probe(_quiet())
+    assert reading.quiet and reading.reason is None and reading.level is None
+    assert reading.spread < stability.PROBE_SPREAD_LIMIT
+    assert stability.next_reference(None, reading) == reading.median_us
+
+
+def test_copies_that_disagree_are_not_quiet_and_say_why():
+    reading = stability.read_probe(_bimodal())
+    assert not reading.quiet
+    assert reading.spread == pytest.approx(TOGGLED - 1.0, rel=0.01)
+    assert "canary copies disagree" in reading.reason
+    assert stability.next_reference(650.0, reading) == 650.0  # a noisy probe never sets it
+
+
+def test_a_probe_well_above_the_quietest_level_is_not_quiet():
+    slow = stability.read_probe(_quiet(level=700.0 * 1.3), reference_us=700.0)
+    assert not slow.quiet and slow.level == pytest.approx(0.3, abs=0.03)
+    assert "slower than this worker's quietest" in slow.reason
+    near = stability.read_probe(_quiet(level=700.0 * 1.05), reference_us=700.0)
+    assert near.quiet
+    assert stability.next_reference(700.0, near) == 700.0
+
+
+# --- the run rule -----------------------------------------------------------------------
+
+
+def _records(reads_by_worker: dict[int, list[float]]) -> list[dict]:
+    records = []
+    for worker, reads in reads_by_worker.items():
+        for start, end in zip(reads[::2], reads[1::2], strict=True):
+            records.append({"worker": worker, "canary_us_start": start, "canary_us_end": end})
+    return records
+
+
+def test_steady_workers_are_stable():
+    reads = {w: _quiet(40, seed=w) for w in range(3)}
+    reading = stability.assess_host(_records(reads), probes=[{"quiet": True}] * 3)
+    assert reading.verdict == stability.STABLE and reading.reasons == []
+    assert [w.worker for w in reading.workers] == [0, 1, 2]
+    assert reading.canary_reads == 120 and reading.between_workers < 0.05
+
+
+def test_a_worker_whose_canary_toggles_makes_the_run_noisy():
+    reads = {0: _quiet(40), 1: _bimodal(40), 2: _quiet(40, seed=2)}
+    reading = stability.assess_host(_records(reads))
+    assert reading.noisy
+    assert any("worker 1's canary reads disagree" in r for r in reading.reasons)
+
+
+def test_workers_at_different_speeds_make_the_run_noisy():
+    reads = {0: _quiet(40), 1: _quiet(40, level=700.0 * 1.25, seed=1)}
+    reading = stability.assess_host(_records(reads))
+    assert reading.noisy and reading.between_workers == pytest.approx(0.25, abs=0.03)
+    assert "worker 1's canary 2" in reading.reasons[0]
+
+
+def test_probes_measured_anyway_make_the_run_noisy_and_the_cause_is_only_recorded():
+    reads = {0: _quiet(40), 1: _quiet(40, seed=1)}
+    busy = {"1": 1.0}
+    quiet_run = stability.assess_host(_records(reads), other_cores_busy=busy)
+    assert quiet_run.verdict == stability.STABLE  # a busy other core alone is not noise
+    assert quiet_run.other_cores_busy == busy
+    forced = stability.assess_host(_records(reads), probes=[{"quiet": False}, {"quiet": True}])
+    assert forced.noisy and forced.probes_not_quiet == 1 and forced.probes == 2
+
+
+def test_a_run_without_canary_reads_says_it_was_not_observed():
+    reading = stability.assess_host([{"worker": 0, "canary_us_start": None}])
+    assert reading.canary_reads == 0 and reading.workers == []
+    assert tables.host_verdict({"host_stability": reading.to_json()}) == tables.NOT_OBSERVED
+    assert tables.host_verdict({}) == tables.NOT_OBSERVED
+
+
+def test_the_busiest_reading_of_each_other_core_is_kept():
+    checks = [{"other_cores": {"1": 0.1, "2": None}}, {"other_cores": {"1": 0.9, "2": 0.2}}]
+    assert stability.busiest_other_cores(checks) == {"1": 0.9, "2": 0.2}
+    assert "cpu 1 90 %" in stability.likely_cause({"1": 0.9, "2": 0.2})
+    assert stability.likely_cause({"1": 0.1}) == ""
+
+
+# --- the canary and the block edges ------------------------------------------------------
+
+
+def test_the_canary_copies_one_lookup_output_and_is_read_at_every_block_edge():
+    assert canary_bytes(1172, 3584) == 1172 * 3584 * 2
+    canary = Canary(canary_bytes(300, 64))
+    assert canary.nbytes == 300 * 64 * 2 and canary.device_us() is None
+    assert all(t > 0 for t in canary.probe(5))
+    reads = iter(float(i) for i in range(1, 100))
+    records = timing.measure_pair(
+        {"baseline": lambda: None, "fixed": lambda: None},
+        case="text",
+        tokens=300,
+        warmup=0,
+        blocks=2,
+        iterations=2,
+        seed=0,
+        device="cpu",
+        probes=timing.BlockProbes(canary=lambda: next(reads)),
+    )
+    edges = [(r.canary_us_start, r.canary_us_end) for r in records]
+    assert edges == [(1.0, 2.0), (3.0, 4.0), (5.0, 6.0), (7.0, 8.0)]
+    assert {(r.canary_device_us_start, r.canary_device_us_end) for r in records} == {(None, None)}
+
+
+# --- the quiet-host wait ---------------------------------------------------------------
+
+
+class _ScriptedCanary:
+    """A canary whose probes return scripted copies, one list per probe."""
+
+    def __init__(self, probes: list[list[float]]) -> None:
+        self.probes = list(probes)
+
+    def probe(self) -> list[float]:
+        return self.probes.pop(0) if len(self.probes) > 1 else self.probes[0]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _watch(probes: list[list[float]], **kwargs) -> tuple[HostWatch, list[dict], _Clock]:
+    events: list[dict] = []
+    clock = _Clock()
+    watch = HostWatch(
+        _ScriptedCanary(probes),  # type: ignore[arg-type]
+        worker=1,
+        emit=events.append,
+        sleep=clock.sleep,
+        clock=clock,
+        **kwargs,
+    )
+    return watch, events, clock
+
+
+def test_the_wait_says_one_line_then_measures_once_the_canary_is_quiet():
+    watch, events, _ = _watch([_bimodal(), _bimodal(), _quiet()])
+    reading = watch.wait_until_quiet("audio@1172")
+    assert reading.quiet
+    assert [e["event"] for e in events] == ["host_wait", "host_probe"]
+    assert events[0]["before"] == "audio@1172" and "disagree" in events[0]["reason"]
+    assert events[1]["attempts"] == 3 and events[1]["waited_s"] == pytest.approx(2.0)
+    assert watch.reference_us == reading.median_us
+
+
+def test_a_host_that_stays_noisy_is_refused_in_one_line():
+    watch, events, clock = _watch([_bimodal()], max_wait_s=5.0)
+    with pytest.raises(HostNoisyError) as refused:
+        watch.wait_until_quiet("video@1172")
+    message = str(refused.value)
+    assert isinstance(refused.value, EmbedbenchError) and "\n" not in message
+    assert "video@1172" in message and "--allow-busy" in message
+    assert clock.now >= 5.0
+    assert events[-1]["event"] == "host_probe" and events[-1]["quiet"] is False
+
+
+def test_allow_busy_measures_at_once_and_keeps_the_noisy_reading():
+    watch, events, clock = _watch([_bimodal()], allow_busy=True)
+    reading = watch.wait_until_quiet("start")
+    assert not reading.quiet and clock.now == 0.0
+    assert [e["event"] for e in events] == ["host_probe"]
+
+
+def test_a_slower_probe_after_a_quiet_one_waits_for_the_level_to_come_back():
+    watch, events, _ = _watch([_quiet(), _quiet(level=1000.0), _quiet(seed=3)])
+    watch.wait_until_quiet("start")
+    watch.wait_until_quiet("text@1172")
+    waits = [e for e in events if e["event"] == "host_wait"]
+    assert len(waits) == 1 and "slower than this worker's quietest" in waits[0]["reason"]
+
+
+# --- the labels --------------------------------------------------------------------------
+
+
+def _result(host_stability: dict | None, **metadata) -> RunResult:
+    meta = {"status": "complete", **metadata}
+    if host_stability is not None:
+        meta["host_stability"] = host_stability
+    return RunResult(Path("run"), meta, [], [], [])
+
+
+def test_a_noisy_run_is_labelled_with_its_reasons_and_likely_cause():
+    reads = {0: _bimodal(40), 1: _quiet(40)}
+    reading = stability.assess_host(_records(reads), other_cores_busy={"1": 1.0}).to_json()
+    result = _result(reading)
+    label = tables.host_label(result)
+    assert label.startswith("noisy host: worker 0's canary reads disagree")
+    assert "cpu 1 100 %" in label and "rerun on a quiet host" in label
+    assert label in tables.busy_label(result)
+    assert html.escape(label) in tables.banner_html(result)
+    stable = stability.assess_host(_records({0: _quiet(40)})).to_json()
+    assert tables.host_label(_result(stable)) is None and tables.busy_label(_result(stable)) is None
+
+
+def test_the_gate_warns_about_a_noisy_host_and_shows_it_in_a_column():
+    noisy = stability.assess_host(_records({0: _bimodal(40), 1: _quiet(40)})).to_json()
+    outcome = gate.GateOutcome(
+        max_slowdown_pct=0.0,
+        rows=(gate.GateRow("text", "Text", 1172, 1.0, (-1.0, 3.0), True, "includes 0"),),
+        host=tables.host_verdict({"host_stability": noisy}),
+        host_note=tables.host_label(_result(noisy)),
+    )
+    lines = gate.gate_lines(outcome)
+    assert lines[0].startswith("gate: pass") and lines[1].startswith("gate: warning: noisy host")
+    frame = gate.gate_table({"run": outcome})
+    assert list(frame["Host"]) == ["noisy"]
+
+
+def test_compare_tells_when_the_canary_levels_differ_enough_to_explain_a_difference():
+    def run(level: float) -> RunResult:
+        reading = stability.assess_host(_records({0: _quiet(40, level=level)})).to_json()
+        return _result(reading)
+
+    assert tables.canary_ratio(run(700.0), run(700.0 * 1.3)) == pytest.approx(1.3, rel=0.03)
+    assert tables.canary_ratio(run(700.0), _result(None)) is None
+    from embedbench.harness.stats import ReductionDifference
+
+    differ = ReductionDifference(5.0, 2.0, 8.0, 0.95, 8.0, (5, 5))
+    assert "the host may explain" in tables._difference_reading(differ, 1.3)
+    assert tables._difference_reading(differ, 1.02) == "the runs differ"
+    same = ReductionDifference(0.5, -2.0, 3.0, 0.95, 8.0, (5, 5))
+    assert tables._difference_reading(same, 1.3) == "no detectable difference"
