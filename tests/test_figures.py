@@ -473,3 +473,23 @@ def test_a_one_process_run_gets_no_difference_interval():
     assert {d["difference"] for d in tables.differences(runs)} == {
         "n/a: needs a between-process interval (2+ workers) in both runs"
     }
+
+
+def test_the_canary_trace_shows_each_block_edge_and_each_workers_median():
+    from embedbench.harness.stability import assess_host
+
+    result = make_result()
+    assert plots.canary_trace(result) is None  # a run from before the canary: no figure
+    for i, record in enumerate(result.records):
+        record["canary_us_start"] = 700.0 + (i % 5)
+        record["canary_us_end"] = 705.0 + (i % 5)
+    result.metadata["host_stability"] = assess_host(result.records).to_json()
+    result.metadata["canary"] = {"bytes": 8 * 2**20}
+    fig = plots.canary_trace(result)
+    assert fig.axes[0].get_title() == (
+        "Canary (8.0 MiB copy) at each block half's start and end: host stable"
+    )
+    assert len(_by_gid(fig, "median")) == 3  # one dashed step per worker
+    assert "700–709 µs" in fig.alt_text and "host stable" in fig.alt_text
+    rendered = [item for item in sections.cpu_frequency(result) if isinstance(item, Figure)]
+    assert fig.axes[0].get_title() in [f.axes[0].get_title() for f in rendered]

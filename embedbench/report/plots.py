@@ -742,6 +742,44 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
     return fig
 
 
+def canary_trace(result: RunResult) -> ReportFigure | None:
+    """The canary (one host memory copy of a lookup's output size) at the start and end of
+    every block half, over wall time, coloured by the variant that ran, with each
+    worker's median as a dashed step: the machine's effective speed, the trace a VM's
+    hidden CPU frequency leaves; None when the run recorded no canary."""
+    frame = tables.blocks_frame(result)
+    if frame.empty or "canary_us_start" not in frame:
+        return None
+    reads = pd.concat([frame["canary_us_start"], frame["canary_us_end"]]).dropna().astype(float)
+    if reads.empty:
+        return None
+    fig = _new(11, 3.6)
+    ax = fig.add_subplot()
+    handles = _clock_segments(ax, frame, "canary_us")
+    reading = result.metadata.get("host_stability") or {}
+    t0 = frame["wall_start"].min()
+    for worker in reading.get("workers") or []:
+        sub = frame[frame["worker"] == worker["worker"]]
+        if sub.empty:
+            continue
+        span = [sub["wall_start"].min() - t0, sub["wall_end"].max() - t0]
+        ax.plot(span, [worker["median_us"]] * 2, color="black", ls="--", lw=1, gid="median")
+    if reading.get("workers"):
+        handles.append(Line2D([], [], color="black", ls="--", label="worker's median"))
+    fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
+    ax.set_ylabel("canary copy, µs (axis not from 0)")
+    verdict = tables.host_verdict(result.metadata)
+    size = (result.metadata.get("canary") or {}).get("bytes")
+    what = f"{size / 2**20:.1f} MiB copy" if size else "copy"
+    ax.set_title(f"Canary ({what}) at each block half's start and end: host {verdict}", fontsize=11)
+    fig.alt_text = (
+        f"Line segments of the canary's copy time at the start and end of each block half over "
+        f"wall time, coloured by the variant that ran: {reads.min():.0f}–{reads.max():.0f} µs, "
+        f"median {reads.median():.0f}; host {verdict}."
+    )
+    return fig
+
+
 def _frequency_flagged(result: RunResult, frame: pd.DataFrame) -> pd.DataFrame:
     """Records of blocks the diagnostics flag for a frequency excursion."""
     parts = []
