@@ -58,7 +58,7 @@ from embedbench.harness.timing import (
     measure_pair,
     measure_timer_floor,
 )
-from embedbench.measure import Event, Share, calls_per_share, measure_share
+from embedbench.measure import Event, HostWatch, Share, calls_per_share, measure_share
 from embedbench.omni import checkpoint, families
 from embedbench.omni.targets import VARIANTS
 from embedbench.report import summary
@@ -741,6 +741,15 @@ class PairedResult:
         return self.summary.verdict
 
 
+def _log_host_wait(event: Event) -> None:
+    """The one line of a quiet-host wait, on stderr (other probe events are not kept)."""
+    if event["event"] == "host_wait":
+        _stderr(
+            f"waiting up to {event['max_wait_s']:.0f} s for a quiet host before "
+            f"{event['before']}: {event['reason']}"
+        )
+
+
 def paired_benchmark(
     variants: dict[str, Callable[[], Any]],
     *,
@@ -777,11 +786,14 @@ def paired_benchmark(
     core = resolve_cpu_core(checked.cpu_core)
     sync = sync_for(dev)
     _, read_mhz = sysinfo.cpu_frequency_reader(core)
-    probes = BlockProbes(read_mhz=read_mhz, canary=Canary(device=dev).copy_us)
+    canary = Canary(device=dev)
+    probes = BlockProbes(read_mhz=read_mhz, canary=canary.copy_us)
     schedule_seed = derive_seed(checked.seed, "paired_benchmark")
     ordered = {name: variants[name] for name in VARIANTS}
     with host_lock(), isolated(core):
         check_contention(core, allow_busy=allow_busy, candidates=allowed_cores())
+        watch = HostWatch(canary, 0, _log_host_wait, allow_busy=allow_busy)
+        watch.wait_until_quiet("paired_benchmark")
         floor = measure_timer_floor(
             device=dev.type,
             sync=sync,

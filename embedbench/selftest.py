@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from embedbench.harness import carriers, stats
+from embedbench.harness import carriers, stability, stats
 from embedbench.harness.carriers import spin_us  # noqa: F401  (public: benchmarks time with it)
 from embedbench.jsonvalues import plain
 
@@ -104,6 +104,7 @@ class SelfTestResult:
 
     checks: tuple[Check, ...]
     design: dict[str, Any]
+    host_stability: stability.HostStability | None = None
 
     @property
     def passed(self) -> bool:
@@ -122,7 +123,17 @@ class SelfTestResult:
             if not failed
             else f"self-test FAILED: {', '.join(failed)}"
         )
-        return [head, *(c.line() for c in self.checks)]
+        lines = [head, *(c.line() for c in self.checks)]
+        host = self.host_stability
+        if host is not None and host.noisy:
+            cause = "the host, not the harness, is the likely cause of the failure; "
+            lines.append(
+                f"  host noisy: {'; '.join(host.reasons)}: "
+                f"{cause if failed else ''}rerun on a quiet host"
+            )
+        elif host is not None:
+            lines.append(f"  host stable: {host.canary_reads} canary reads agree")
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -131,6 +142,7 @@ class SelfTestResult:
                 "passed": self.passed,
                 "design": self.design,
                 "checks": [asdict(c) for c in self.checks],
+                "host_stability": self.host_stability.to_json() if self.host_stability else None,
             }
         )
 
@@ -293,6 +305,7 @@ def run_selftest(
             {"wall_us": wall, "recovered_us": recovered, "host_us": host, "cpu_us": cpu},
         )
     )
+    records = [r for p in (spin, work, off_cpu) for r in (*p.timer_floor, *p.records)]
     return SelfTestResult(
         tuple(checks),
         {
@@ -304,4 +317,5 @@ def run_selftest(
             "cpu_core": core,
             "timer_resolution_us": resolution,
         },
+        stability.assess_host(records),
     )

@@ -268,3 +268,20 @@ def test_compare_tells_when_the_canary_levels_differ_enough_to_explain_a_differe
     assert tables._difference_reading(differ, 1.02) == "the runs differ"
     same = ReductionDifference(0.5, -2.0, 3.0, 0.95, 8.0, (5, 5))
     assert tables._difference_reading(same, 1.3) == "no detectable difference"
+
+
+def test_a_failed_selftest_on_a_noisy_host_names_the_host_as_the_likely_cause():
+    from embedbench.selftest import Check, SelfTestResult
+
+    noisy = stability.assess_host(_records({0: _bimodal(40)}))
+    failed = SelfTestResult((Check("real work", False, "off by 30 %"),), {}, noisy)
+    lines = failed.lines()
+    assert lines[0] == "self-test FAILED: real work"
+    assert lines[-1].startswith("  host noisy: worker 0's canary reads disagree")
+    assert "the host, not the harness, is the likely cause" in lines[-1]
+    passed = SelfTestResult((Check("real work", True, "ok"),), {}, noisy)
+    assert "likely cause" not in passed.lines()[-1] and "rerun" in passed.lines()[-1]
+    stable = stability.assess_host(_records({0: _quiet(40)}))
+    calm = SelfTestResult((Check("real work", False, "off"),), {}, stable)
+    assert calm.lines()[-1] == "  host stable: 40 canary reads agree"
+    assert failed.to_json()["host_stability"]["verdict"] == "noisy"
