@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from embedbench.config import RunConfig
-from embedbench.errors import HostNoisyError
+from embedbench.errors import ConfigError, HostNoisyError
 from embedbench.harness import devices, freshness, stability, sysinfo
 from embedbench.harness.canary import Canary, canary_bytes
 from embedbench.harness.devices import count_device_syncs, sync_for
@@ -191,6 +191,25 @@ def _load(share: Share) -> tuple[checkpoint.ThinkerFacts, torch.Tensor, dict[str
     return facts, table, placement
 
 
+# Replaces stability.WAIT_MAX_S (seconds), e.g. short in tests.
+HOST_WAIT_ENV = "EMBEDBENCH_HOST_WAIT_S"
+
+
+def host_wait_s() -> float:
+    """How long the quiet-host wait lasts: ``EMBEDBENCH_HOST_WAIT_S`` when set, else
+    ``stability.WAIT_MAX_S``; ``ConfigError`` for anything but a number >= 0."""
+    raw = os.environ.get(HOST_WAIT_ENV, "").strip()
+    if not raw:
+        return stability.WAIT_MAX_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ConfigError(f"{HOST_WAIT_ENV} must be a number of seconds >= 0, got {raw!r}")
+    return seconds
+
+
 @dataclass
 class HostWatch:
     """The quiet-host wait of one measuring process: a canary probe before its timer floor
@@ -204,7 +223,7 @@ class HostWatch:
     worker: int
     emit: Emit
     allow_busy: bool = False
-    max_wait_s: float = stability.WAIT_MAX_S
+    max_wait_s: float = field(default_factory=host_wait_s)
     poll_s: float = stability.WAIT_POLL_S
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic

@@ -14,7 +14,7 @@ import pytest
 
 from embedbench.errors import EmbedbenchError, HostNoisyError
 from embedbench.harness import stability, timing
-from embedbench.harness.canary import Canary, canary_bytes
+from embedbench.harness.canary import MIN_CANARY_BYTES, Canary, canary_bytes
 from embedbench.measure import HostWatch
 from embedbench.report import gate, tables
 from embedbench.report.results import RunResult
@@ -123,8 +123,9 @@ def test_the_busiest_reading_of_each_other_core_is_kept():
 
 def test_the_canary_copies_one_lookup_output_and_is_read_at_every_block_edge():
     assert canary_bytes(1172, 3584) == 1172 * 3584 * 2
+    assert canary_bytes(300, 32) == MIN_CANARY_BYTES  # past the private caches, always
     canary = Canary(canary_bytes(300, 64))
-    assert canary.nbytes == 300 * 64 * 2 and canary.device_us() is None
+    assert canary.nbytes == MIN_CANARY_BYTES and canary.device_us() is None
     assert all(t > 0 for t in canary.probe(5))
     reads = iter(float(i) for i in range(1, 100))
     records = timing.measure_pair(
@@ -285,3 +286,17 @@ def test_a_failed_selftest_on_a_noisy_host_names_the_host_as_the_likely_cause():
     calm = SelfTestResult((Check("real work", False, "off"),), {}, stable)
     assert calm.lines()[-1] == "  host stable: 40 canary reads agree"
     assert failed.to_json()["host_stability"]["verdict"] == "noisy"
+
+
+def test_the_wait_bound_comes_from_the_environment_or_is_refused(monkeypatch):
+    from embedbench.errors import ConfigError
+    from embedbench.measure import HOST_WAIT_ENV, host_wait_s
+
+    monkeypatch.delenv(HOST_WAIT_ENV, raising=False)
+    assert host_wait_s() == stability.WAIT_MAX_S
+    monkeypatch.setenv(HOST_WAIT_ENV, "2.5")
+    assert host_wait_s() == 2.5
+    for bad in ("-1", "soon", "nan"):
+        monkeypatch.setenv(HOST_WAIT_ENV, bad)
+        with pytest.raises(ConfigError, match=HOST_WAIT_ENV):
+            host_wait_s()

@@ -21,6 +21,10 @@ import torch
 
 # One text lookup's output at the default geometry: 1172 tokens × 3584 hidden × 2 bytes.
 DEFAULT_CANARY_BYTES = 1172 * 3584 * 2
+# Never smaller than this: twice a large per-core L2 (2 MiB), so that the copy reaches the
+# shared last-level cache and memory, as the lookups' reads from a table of a gigabyte do,
+# even where a small test geometry makes the output itself tiny.
+MIN_CANARY_BYTES = 4 * 2**20
 # The host to device round trip: 4 KiB, small enough to be latency, not bandwidth.
 DEVICE_ROUND_TRIP_BYTES = 4096
 # Copies per probe (the quiet-host wait and the calibration at a worker's start).
@@ -28,8 +32,9 @@ PROBE_COPIES = 15
 
 
 def canary_bytes(tokens: int, hidden_size: int, element_size: int = 2) -> int:
-    """The size of one lookup's output: ``tokens`` rows of ``hidden_size`` bfloat16 values."""
-    return int(tokens) * int(hidden_size) * int(element_size)
+    """The size of one lookup's output, ``tokens`` rows of ``hidden_size`` bfloat16 values,
+    or ``MIN_CANARY_BYTES`` when that is larger."""
+    return max(MIN_CANARY_BYTES, int(tokens) * int(hidden_size) * int(element_size))
 
 
 class Canary:

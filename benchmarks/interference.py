@@ -1,0 +1,303 @@
+"""Interference: does the canary see a noisy neighbour, and are the runs it calls stable right?
+
+Alternates default runs (``python -m embedbench run``, all defaults plus any ``-- EXTRA``
+flags) on a quiet machine with runs under an injected neighbour: ``benchmarks/neighbour.py``,
+a 64 MiB copy loop pinned to another allowed core, toggled (on 3 s, off 3 s) or always on.
+The order is quiet, toggled, quiet, always-on, … so that each hog run has a quiet run next
+to it. Per condition:
+
+- how many runs the kit labelled noisy (``host_stability.verdict``) or refused (exit 2,
+  the quiet-host wait ran out): the detection rate on hog runs (target 100 %) and the
+  false-alarm rate on quiet runs (target ≤ 10 %);
+- among the runs it did not label (stable runs of any condition): per case, the mean
+  reduction, between-run SD, mean half-width and cross-coverage (target ≥ 0.80 every
+  case), and Text verdicts other than "no detectable difference" (target 0: Text does one
+  lookup in both forms);
+- the canary's cost: its copies (at every block edge and in the probes) as a share of
+  each run's wall time (target ≤ 2 %).
+
+``--quick``: 2 quiet and 2 hog runs of a reduced design (a smoke run, not evidence).
+``--from DIR``: analyse runs kept with ``--keep DIR`` instead of running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import _common as C
+from between_runs import CASE_ORDER, QUICK_DESIGN, cross_coverage
+
+QUIET, TOGGLED, ALWAYS = "quiet", "hog on/off 3 s", "hog always on"
+HOG_ARGS = {TOGGLED: ["--on", "3", "--off", "3"], ALWAYS: ["--on", "1", "--off", "0"]}
+TARGET_DETECTION = 1.0
+TARGET_FALSE_ALARM = 0.10
+TARGET_COVERAGE = 0.80
+TARGET_COST = 0.02
+REFUSED = "refused"
+
+
+def schedule(pairs: int) -> list[str]:
+    """Conditions in run order: each hog run follows a quiet run, the hogs alternate."""
+    order: list[str] = []
+    for i in range(pairs):
+        order += [QUIET, TOGGLED if i % 2 == 0 else ALWAYS]
+    return order
+
+
+def other_core(core: int) -> int | None:
+    """An allowed core other than ``core`` for the neighbour (None when there is none)."""
+    others = [c for c in sorted(os.sched_getaffinity(0)) if c != core]
+    return others[-1] if others else None
+
+
+def _start_hog(condition: str, core: int | None) -> subprocess.Popen | None:
+    if condition == QUIET:
+        return None
+    cmd = [sys.executable, str(Path(__file__).with_name("neighbour.py")), *HOG_ARGS[condition]]
+    cmd += ["--seconds", "900", *(["--core", str(core)] if core is not None else [])]
+    hog = subprocess.Popen(cmd)
+    time.sleep(1.0)  # let it allocate and start copying before the run's guards look
+    return hog
+
+
+def _stop(hog: subprocess.Popen | None) -> None:
+    if hog is not None:
+        hog.terminate()
+        hog.wait(timeout=30)
+
+
+def canary_seconds(meta: dict[str, Any], records: Sequence[dict[str, Any]]) -> float:
+    """Seconds spent in canary copies: every block edge's read, and every probe's copies
+    (each probe's median times its copies, from ``host_probes``)."""
+    edges = sum(
+        r.get(key) or 0.0
+        for r in records
+        for key in ("canary_us_start", "canary_us_end", "canary_device_us_start")
+    )
+    from embedbench.harness.canary import PROBE_COPIES
+
+    probes = sum(p["median_us"] * PROBE_COPIES * p.get("attempts", 1) for p in meta["host_probes"])
+    return (edges + probes) / 1e6
+
+
+def one_run(out: Path, condition: str, flags: list[str], core: int) -> dict[str, Any]:
+    """One run under ``condition``: its outcome (verdict or refused), summary and cost."""
+    hog = _start_hog(condition, other_core(core))
+    cmd = [sys.executable, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
+    cmd += ["--cpu-core", str(core), *flags]
+    env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT)}
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=C.REPO_ROOT, capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+    finally:
+        _stop(hog)
+    (out.parent / f"{out.name}.condition").write_text(condition)
+    if proc.returncode == 2:
+        line = (proc.stderr.strip().splitlines() or [""])[-1]
+        return {"condition": condition, "outcome": REFUSED, "wall_s": wall, "error": line}
+    if proc.returncode != 0:
+        raise SystemExit(f"{condition} run exited {proc.returncode}: {proc.stderr[-400:]}")
+    return kept_run(out, condition, wall)
+
+
+def kept_run(out: Path, condition: str, wall: float | None = None) -> dict[str, Any]:
+    """What the analysis reads of one finished run directory."""
+    meta = json.loads((out / "metadata.json").read_text())
+    records = json.loads((out / "micro-raw.json").read_text())
+    seconds = wall if wall is not None else meta["end_time"] - meta["start_time"]
+    host = meta.get("host_stability") or {}
+    return {
+        "condition": condition,
+        "outcome": host.get("verdict", "not observed"),
+        "reasons": host.get("reasons", []),
+        "wall_s": seconds,
+        "canary_s": canary_seconds(meta, records),
+        "summary": json.loads((out / "summary.json").read_text()),
+        "workers": host.get("workers", []),
+        "between_workers": host.get("between_workers"),
+        "other_cores_busy": host.get("other_cores_busy"),
+    }
+
+
+def _kept(top: Path) -> list[dict[str, Any]]:
+    runs = []
+    for marker in sorted(top.glob("run*.condition")):
+        condition = marker.read_text()
+        out = marker.with_suffix("")
+        if (out / "summary.json").is_file():
+            runs.append(kept_run(out, condition))
+        else:
+            runs.append({"condition": condition, "outcome": REFUSED, "wall_s": None})
+    return runs
+
+
+def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """Per condition: runs, labelled noisy, refused, and the rate against its target."""
+    rows, rates = [], {}
+    for condition in (QUIET, TOGGLED, ALWAYS):
+        mine = [r for r in runs if r["condition"] == condition]
+        if not mine:
+            continue
+        noisy = sum(r["outcome"] == "noisy" for r in mine)
+        refused = sum(r["outcome"] == REFUSED for r in mine)
+        rate = (noisy + refused) / len(mine)
+        target = TARGET_FALSE_ALARM if condition == QUIET else TARGET_DETECTION
+        met = rate <= target if condition == QUIET else rate >= target
+        rates[condition] = rate
+        rows.append(
+            [
+                condition,
+                len(mine),
+                noisy,
+                refused,
+                f"{100 * rate:.0f} %",
+                ("≤ " if condition == QUIET else "") + f"{100 * target:.0f} %",
+                "yes" if met else "**no**",
+            ]
+        )
+    headers = ["condition", "runs", "labelled noisy", "refused", "rate", "target", "met"]
+    return C.markdown_table(headers, rows, align="lrrrrrl"), rates
+
+
+def stable_table(runs: list[dict[str, Any]]) -> tuple[str, list[str], int]:
+    """Per case over the unlabelled (stable) runs: reductions, SD, half-width, coverage."""
+    stable = [r for r in runs if r["outcome"] == "stable"]
+    cases: dict[str, dict[str, list[Any]]] = {}
+    for run in stable:
+        for row in run["summary"]:
+            if row.get("reduction_pct") is None:
+                continue
+            entry = cases.setdefault(row["case"], {"label": row["label"], "red": [], "ci": []})
+            entry["red"].append(row["reduction_pct"])
+            entry["ci"].append(row["reduction_ci95_pct"])
+            entry.setdefault("verdicts", []).append(row["verdict"])
+    rows, missed = [], []
+    for case in sorted(cases, key=lambda c: CASE_ORDER.index(c) if c in CASE_ORDER else 99):
+        e = cases[case]
+        coverage = cross_coverage(e["red"], e["ci"])
+        half = sum((h - lo) / 2 for lo, h in e["ci"]) / len(e["ci"])
+        wrong = sum(v != "no detectable difference" for v in e["verdicts"]) if case == "text" else 0
+        met = coverage >= TARGET_COVERAGE and wrong == 0
+        if not met:
+            missed.append(e["label"])
+        rows.append(
+            [
+                e["label"],
+                len(e["red"]),
+                sum(e["red"]) / len(e["red"]),
+                C.sd(e["red"]),
+                half,
+                coverage,
+                str(wrong) if case == "text" else "–",
+                "yes" if met else "**no**",
+            ]
+        )
+    headers = [
+        "case",
+        "stable runs",
+        "mean %",
+        "between-run SD (pp)",
+        "mean 95 % half-width (pp)",
+        "cross-coverage",
+        "Text verdicts not 'no detectable difference'",
+        "targets met",
+    ]
+    return C.markdown_table(headers, rows, align="lrrrrrrl"), missed, len(stable)
+
+
+def runs_table(runs: list[dict[str, Any]]) -> str:
+    """Every run: condition, outcome, wall, canary cost, worker spreads, first reason."""
+    rows = []
+    for i, r in enumerate(runs):
+        spreads = " ".join(f"{100 * w['spread']:.0f}" for w in r.get("workers") or [])
+        between = r.get("between_workers")
+        rows.append(
+            [
+                i + 1,
+                r["condition"],
+                r["outcome"],
+                r["wall_s"],
+                "–" if not r.get("canary_s") else f"{100 * r['canary_s'] / r['wall_s']:.2f} %",
+                spreads or "–",
+                "–" if between is None else f"{100 * between:.1f}",
+                (r.get("reasons") or [r.get("error") or ""])[0][:90],
+            ]
+        )
+    headers = [
+        "run",
+        "condition",
+        "host",
+        "wall (s)",
+        "canary cost",
+        "worker canary spread (%)",
+        "between workers (%)",
+        "first reason",
+    ]
+    return C.markdown_table(headers, rows, align="rllrrlrl")
+
+
+def main() -> None:
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--pairs", type=int, default=None, help="quiet + hog pairs (default 10)")
+    p.add_argument("--keep", metavar="DIR", help="keep every run's output directory under DIR")
+    p.add_argument("--from", dest="from_dir", metavar="DIR", help="analyse runs kept with --keep")
+    p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
+    args = p.parse_args()
+    session = C.Session("interference", args)
+    flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
+    if args.from_dir:
+        runs = _kept(Path(args.from_dir))
+    else:
+        order = schedule(args.pairs or (2 if args.quick else 10))
+        with tempfile.TemporaryDirectory(prefix="embedbench-interference-") as tmp:
+            where = Path(args.keep) if args.keep else Path(tmp)
+            where.mkdir(parents=True, exist_ok=True)
+            runs = []
+            for i, condition in enumerate(order):
+                print(f"run {i + 1}/{len(order)} ({condition}) ...", file=sys.stderr, flush=True)
+                runs.append(one_run(where / f"run{i:02d}", condition, flags, session.core))
+    detection, rates = detection_table(runs)
+    stable, missed, n_stable = stable_table(runs)
+    costs = [r["canary_s"] / r["wall_s"] for r in runs if r.get("canary_s")]
+    cost = max(costs) if costs else float("nan")
+    what = f"`embedbench run {' '.join(flags) or '(all defaults)'}`, neighbour on core " + str(
+        other_core(session.core)
+    )
+    session.add("Detection", detection, f"{what}; labelled = host_stability verdict noisy.")
+    session.add(
+        "Unlabelled runs",
+        stable,
+        f"{n_stable} stable runs of {len(runs)}. "
+        + (f"Targets missed: {', '.join(missed)}." if missed else "Every target met."),
+    )
+    session.add(
+        "Every run",
+        runs_table(runs),
+        f"Canary cost: at most {100 * cost:.2f} % of a run's wall time "
+        f"(target ≤ {100 * TARGET_COST:.0f} %).",
+    )
+    session.data.update(
+        {
+            "flags": flags,
+            "runs": [{k: v for k, v in r.items() if k != "summary"} for r in runs],
+            "summaries": [r.get("summary") for r in runs],
+            "rates": rates,
+            "missed": missed,
+            "canary_cost_max": cost,
+        }
+    )
+    session.finish()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
