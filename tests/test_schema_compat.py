@@ -159,10 +159,12 @@ def test_original_format_is_read_and_completed(small_run_dir, tmp_path):
             for v in ("baseline", "fixed")
         }
         assert theirs["host_us"] == pytest.approx(pooled)
-        assert theirs["reduction_pct"] == pytest.approx(mine["pooled_reduction_pct"])
+        assert theirs["pr_reduction_pct"] == pytest.approx(mine["pooled_reduction_pct"])
         assert theirs["interval_method"] == "Hodges–Lehmann, one process"
         low, high = theirs["reduction_ci95_pct"]
         assert theirs["workers"] == 1 and low < high
+        # Its headline is the Hodges–Lehmann estimate, inside the interval it is shown with.
+        assert low <= theirs["reduction_pct"] == theirs["hl_reduction_pct"] <= high
 
 
 def test_original_format_renders_through_the_cli(small_run_dir, tmp_path):
