@@ -2,11 +2,14 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from embedbench.harness import stats
+from embedbench.report import tables
+from embedbench.report.results import RunResult
 
 BLOCKS = 20
 CALLS = 20
@@ -134,3 +137,51 @@ def test_a_rows_json_has_the_headline_and_the_prs_statistic_beside_it():
         assert row["reduction_pct"] == row["interval_estimate_pct"]
         assert _inside(row["reduction_pct"], row["reduction_ci95_pct"])
         json.dumps(row, allow_nan=False)
+
+
+# --- the PR-format table ---------------------------------------------------------------
+
+
+def _run(rows: list[dict], processes: int) -> RunResult:
+    metadata = {
+        "schema_version": 4,
+        "status": "complete",
+        "lengths": [300],
+        "cases": [r["case"] for r in rows],
+        "processes": processes,
+        "timing_window": "pr",
+    }
+    return RunResult(Path("run"), metadata, [], [], rows)
+
+
+def _row(case: str, workers: list[int] | None, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    base, fixed = _simulate(rng, ratio=0.9, sd=0.05, heavy=False, shift=True)
+    pair = stats.summarize_pair(base, fixed, workers=workers)
+    return {"case": case, "tokens": 300, **pair.to_json(), "valid": True}
+
+
+def test_the_pr_table_shows_the_prs_statistic_beside_a_one_process_headline():
+    rows = [_row("text", None, 1), _row("audio", None, 2)]
+    table = tables.pr_table(_run(rows, 1))
+    assert list(table.columns) == [*tables.PR_COLUMNS, tables.PR_STATISTIC]
+    for shown, row in zip(table.to_dict("records"), rows, strict=True):
+        assert shown["Host latency reduction"] == f"{row['reduction_pct']:.2f}%"
+        ratio = 100.0 * (1.0 - float(shown["After (μs)"]) / float(shown["Before (μs)"]))
+        assert float(shown[tables.PR_STATISTIC].rstrip("%")) == pytest.approx(ratio, abs=0.02)
+        assert shown[tables.PR_STATISTIC] == f"{row['pr_reduction_pct']:.2f}%"
+    lines = tables.to_pr_markdown(table).splitlines()
+    assert lines[0] == (
+        "| Input | Before (μs) | After (μs) | Host latency reduction "
+        "| PR statistic (1 − After/Before) |"
+    )
+    assert lines[1] == "| --- | ---: | ---: | ---: | ---: |"
+
+
+def test_the_pr_table_keeps_the_prs_four_columns_with_workers():
+    rows = [_row("text", WORKER_LABELS, 1), _row("audio", WORKER_LABELS, 2)]
+    table = tables.pr_table(_run(rows, 4))
+    assert list(table.columns) == list(tables.PR_COLUMNS)
+    for shown, row in zip(table.to_dict("records"), rows, strict=True):
+        assert shown["Host latency reduction"] == f"{row['pr_reduction_pct']:.2f}%"
+    assert tables.to_pr_markdown(table).splitlines()[1] == "| --- | ---: | ---: | ---: |"
