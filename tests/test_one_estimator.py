@@ -9,7 +9,7 @@ import pytest
 
 from embedbench.harness import stats
 from embedbench.report import tables
-from embedbench.report.results import RunResult
+from embedbench.report.results import RunResult, load_results
 
 BLOCKS = 20
 CALLS = 20
@@ -139,7 +139,7 @@ def test_a_rows_json_has_the_headline_and_the_prs_statistic_beside_it():
         json.dumps(row, allow_nan=False)
 
 
-# --- the PR-format table ---------------------------------------------------------------
+# --- the PR-format table and older files ---------------------------------------------------
 
 
 def _run(rows: list[dict], processes: int) -> RunResult:
@@ -185,3 +185,56 @@ def test_the_pr_table_keeps_the_prs_four_columns_with_workers():
     for shown, row in zip(table.to_dict("records"), rows, strict=True):
         assert shown["Host latency reduction"] == f"{row['pr_reduction_pct']:.2f}%"
     assert tables.to_pr_markdown(table).splitlines()[1] == "| --- | ---: | ---: | ---: |"
+
+
+def _write_old_run(directory, rows: list[dict]) -> None:
+    """A schema-3 directory: its rows' reduction_pct is the PR's ratio, no pr_reduction_pct."""
+    directory.mkdir()
+    metadata = {
+        "schema_version": 3,
+        "status": "complete",
+        "warmup": 2,
+        "blocks": BLOCKS,
+        "iterations": CALLS,
+        "lengths": [300],
+        "cases": [r["case"] for r in rows],
+        "cpu_core": 0,
+        "metric_order": ["host_observed_us", "calling_thread_cpu_us", "completion_us"],
+        "target": "reference",
+        "device": "cpu",
+        "processes": 1,
+    }
+    files = {
+        "metadata.json": metadata,
+        "micro-raw.json": [],
+        "validation.json": [],
+        "summary.json": rows,
+    }
+    for name, data in files.items():
+        (directory / name).write_text(json.dumps(data))
+
+
+def test_a_schema_3_run_reads_with_the_headline_inside_its_interval(tmp_path):
+    new = [_row("text", None, 1), _row("audio", WORKER_LABELS, 2)]
+    invalid = {"case": "image", "tokens": 300, "host_us": None, "reduction_pct": None}
+    old = [
+        {k: v for k, v in row.items() if k != "pr_reduction_pct"}
+        | {"reduction_pct": row["pr_reduction_pct"]}
+        for row in new
+    ] + [{**invalid, "reduction_ci95_pct": None, "verdict": "invalid", "valid": False}]
+    _write_old_run(tmp_path / "v3", old)
+    result = load_results(tmp_path / "v3")
+    text, audio, image = result.summary
+    assert text["reduction_pct"] == new[0]["reduction_pct"]  # its Hodges–Lehmann estimate
+    assert text["pr_reduction_pct"] == new[0]["pr_reduction_pct"]
+    assert audio["reduction_pct"] == audio["pr_reduction_pct"] == new[1]["pr_reduction_pct"]
+    assert image["pr_reduction_pct"] is None
+    table = tables.pr_table(result)
+    assert list(table.columns) == [*tables.PR_COLUMNS, tables.PR_STATISTIC]
+    assert list(table[tables.PR_STATISTIC])[2] == "invalid"
+    assert set(tables.statistics_table(result)["Verdict"]) <= {
+        stats.FASTER,
+        stats.SLOWER,
+        stats.NO_DIFFERENCE,
+        stats.INVALID,
+    }

@@ -324,7 +324,7 @@ def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_pa
     assert set(table["Method"]) == {"block bootstrap (older results)"}
     assert set(table["Level"]) == {"95%"}
 
-    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=4))
+    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=5))
     with pytest.raises(OutputDirError, match="schema_version"):
         load_results(old)
 
@@ -340,7 +340,7 @@ DROPPED_NESTED = {
 
 def test_a_new_run_writes_each_metadata_fact_once(small_run_dir):
     meta = json.loads((small_run_dir / "metadata.json").read_text())
-    assert meta["schema_version"] == 3
+    assert meta["schema_version"] == 4
     assert set(ORIGINAL_METADATA_KEYS) <= set(meta)
     assert not set(DROPPED_TOP_LEVEL) & set(meta)
     for group, keys in DROPPED_NESTED.items():
