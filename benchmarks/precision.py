@@ -6,8 +6,9 @@ difference is noise. Per repeat:
 - Timer: ``blocked_autorange`` of A, then of B (the same function, a fresh Timer);
   difference = 100 · ln(median_B / median_A) %.
 - embedbench: ``paired_benchmark({"baseline": f, "fixed": f})`` with the default design
-  (50 warm-up calls, 20 blocks × 20 calls); difference = 100 · ln(fixed / baseline) %
-  (its ``reduction_pct`` is -(e^d - 1) · 100, shown beside it).
+  (50 warm-up calls, 20 blocks × 20 calls); difference = 100 · ln(fixed / baseline) % of
+  its ``host_us`` (its headline ``reduction_pct``, the Hodges–Lehmann estimate, is shown
+  beside it with its interval).
 
 Both run in the same process, pinned to the same core with one torch thread, gc off and
 inference mode (the Timer inside ``embedbench.harness.isolation.isolated``), so only the design

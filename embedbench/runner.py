@@ -711,8 +711,8 @@ def _events(proc: subprocess.Popen, stop: StopFlag) -> Iterator[Event]:
 class PairedResult:
     """The outcome of ``paired_benchmark``: the paired summary plus the raw records.
 
-    ``host_us``, ``reduction_pct``, ``reduction_ci95_pct`` and ``verdict`` read through
-    to ``summary`` (the one place they are computed).
+    ``host_us``, ``reduction_pct``, ``pr_reduction_pct``, ``reduction_ci95_pct`` and
+    ``verdict`` read through to ``summary`` (the one place they are computed).
     """
 
     summary: stats.PairSummary
@@ -727,8 +727,13 @@ class PairedResult:
 
     @property
     def reduction_pct(self) -> float:
-        """100 × (1 − fixed / baseline)."""
+        """The headline: the Hodges–Lehmann estimate, inside ``reduction_ci95_pct``."""
         return self.summary.reduction_pct
+
+    @property
+    def pr_reduction_pct(self) -> float:
+        """The PR's statistic: 100 × (1 − fixed / baseline) of ``host_us``."""
+        return self.summary.pr_reduction_pct
 
     @property
     def reduction_ci95_pct(self) -> tuple[float, float]:

@@ -42,6 +42,7 @@ TIERS = {
         *("test_layout.py", "test_probe.py", "test_nvml.py"),
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_figures.py",  # runs built in memory: no harness run
+        "test_one_estimator.py",
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),

@@ -140,10 +140,13 @@ def test_the_headline_is_the_prs_statistic_per_process_combined_over_processes()
         float(np.median(stats.block_medians(base))), float(np.median(stats.block_medians(fixed)))
     )
     assert s.pooled_reduction_pct == pytest.approx(pooled)
-    # One process: exactly the PR's median of block medians.
+    assert s.pr_reduction_pct == pytest.approx(s.reduction_pct)
+    # One process: exactly the PR's median of block medians, whose ratio is kept beside
+    # the headline (the Hodges–Lehmann estimate, the centre of its interval).
     one = stats.summarize_pair(base, fixed)
     assert one.host_us["baseline"] == float(np.median(stats.block_medians(base)))
-    assert one.reduction_pct == pytest.approx(pooled)
+    assert one.pr_reduction_pct == pytest.approx(pooled)
+    assert one.reduction_pct == one.interval.estimate_pct == one.hl_reduction_pct
 
 
 def _theta_sd(rng: np.random.Generator, runs: int = 400) -> float:

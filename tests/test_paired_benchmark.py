@@ -37,6 +37,24 @@ def test_a_known_difference_is_recovered():
     assert len(result.timer_floor) == 10
 
 
+def test_the_headline_lies_inside_its_interval_and_the_prs_statistic_is_kept():
+    result = paired_benchmark(
+        {"baseline": _busy(3), "fixed": lambda: None},
+        warmup=2,
+        blocks=6,
+        iterations=5,
+        allow_busy=True,
+    )
+    low, high = result.reduction_ci95_pct
+    assert low <= result.reduction_pct <= high
+    assert result.reduction_pct == result.summary.interval.estimate_pct
+    host = result.host_us
+    assert result.pr_reduction_pct == pytest.approx(
+        100.0 * (1.0 - host["fixed"] / host["baseline"])
+    )
+    assert result.pr_reduction_pct == result.summary.pr_reduction_pct
+
+
 def test_variants_must_be_named_baseline_and_fixed():
     with pytest.raises(ConfigError, match="baseline"):
         paired_benchmark({"a": _busy(1), "b": _busy(1)}, warmup=0, blocks=1, iterations=1)

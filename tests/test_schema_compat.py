@@ -159,10 +159,12 @@ def test_original_format_is_read_and_completed(small_run_dir, tmp_path):
             for v in ("baseline", "fixed")
         }
         assert theirs["host_us"] == pytest.approx(pooled)
-        assert theirs["reduction_pct"] == pytest.approx(mine["pooled_reduction_pct"])
+        assert theirs["pr_reduction_pct"] == pytest.approx(mine["pooled_reduction_pct"])
         assert theirs["interval_method"] == "Hodges–Lehmann, one process"
         low, high = theirs["reduction_ci95_pct"]
         assert theirs["workers"] == 1 and low < high
+        # Its headline is the Hodges–Lehmann estimate, inside the interval it is shown with.
+        assert low <= theirs["reduction_pct"] == theirs["hl_reduction_pct"] <= high
 
 
 def test_original_format_renders_through_the_cli(small_run_dir, tmp_path):
@@ -219,7 +221,11 @@ def test_a_crashed_original_run_through_the_cli(small_run_dir, tmp_path):
     # The report of an unfinished run exits 0, as for an interrupted embedbench run.
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    header = lines.index("| Input | Before (μs) | After (μs) | Host latency reduction |")
+    # One process (the original's records carry no worker): the PR's statistic beside.
+    header = lines.index(
+        "| Input | Before (μs) | After (μs) | Host latency reduction "
+        "| PR statistic (1 − After/Before) |"
+    )
     rows = lines[header + 2 : header + 2 + len(CASES)]
     assert [r.endswith("| not measured |") for r in rows] == [False] * 3 + [True] * 3
     assert "> run status: interrupted: partial results" in proc.stdout
@@ -318,7 +324,7 @@ def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_pa
     assert set(table["Method"]) == {"block bootstrap (older results)"}
     assert set(table["Level"]) == {"95%"}
 
-    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=4))
+    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=5))
     with pytest.raises(OutputDirError, match="schema_version"):
         load_results(old)
 
@@ -334,7 +340,7 @@ DROPPED_NESTED = {
 
 def test_a_new_run_writes_each_metadata_fact_once(small_run_dir):
     meta = json.loads((small_run_dir / "metadata.json").read_text())
-    assert meta["schema_version"] == 3
+    assert meta["schema_version"] == 4
     assert set(ORIGINAL_METADATA_KEYS) <= set(meta)
     assert not set(DROPPED_TOP_LEVEL) & set(meta)
     for group, keys in DROPPED_NESTED.items():

@@ -23,7 +23,7 @@ from embedbench.runner import WorkerError, _Collector, _run_worker, prepare
 def test_every_record_and_worker_is_described(small_run_dir):
     result = load_results(small_run_dir)
     meta = result.metadata
-    assert meta["processes"] == 3 and meta["schema_version"] == 3
+    assert meta["processes"] == 3 and meta["schema_version"] == 4
     workers = meta["workers"]
     assert [w["worker"] for w in workers] == [0, 1, 2]
     assert [w["blocks"] for w in workers] == [[0, 2], [2, 4], [4, 6]]

@@ -165,9 +165,10 @@ def drift(d: Sequence[float], baseline_medians: Sequence[float]) -> Drift:
 class Outliers(_JsonMixin):
     """Blocks whose log-ratio lies outside the fences; kept, flagged, and a sensitivity line.
 
-    ``reduction_pct_*`` is the headline (ratio of medians of block medians) and
-    ``hl_reduction_pct_*`` the Hodges–Lehmann estimate, with all blocks and without
-    the flagged ones (equal when nothing is flagged; None when nothing would remain).
+    ``reduction_pct_*`` is the PR's statistic (ratio of medians of block medians, all
+    blocks pooled) and ``hl_reduction_pct_*`` the Hodges–Lehmann estimate (the
+    one-process headline), with all blocks and without the flagged ones (equal when
+    nothing is flagged; None when nothing would remain).
     """
 
     rule: str

@@ -1,8 +1,12 @@
 """Statistics on numbers only: block medians, the PR's reduction, intervals, tests, a verdict.
 
-Pure functions; no files, no torch. The headline statistic is the PR's: the
-median over blocks of each block's median host latency, per variant, and
-``reduction_pct = 100 * (1 - fixed / baseline)``.
+Pure functions; no files, no torch. Each variant's figure is the PR's: the median
+over blocks of each block's median host latency (per worker process, then their
+geometric mean), and the PR's reduction is ``100 * (1 - fixed / baseline)`` of those
+(``pr_reduction_pct``). The headline ``reduction_pct`` is the estimate of the interval
+the verdict uses, so it always lies inside that interval: with workers the two are the
+same number; in one process the PR's ratio of medians is not the Hodges–Lehmann
+centre and can lie outside its interval, so the headline is the Hodges–Lehmann estimate.
 
 One interval per comparison, and the verdict, the gate and the MDE all use it:
 
@@ -168,11 +172,12 @@ def hodges_lehmann(d: Sequence[float], *, confidence: float = CONFIDENCE) -> Hod
 
     The interval is ``[W_(k), W_(M+1-k)]`` of the M = n(n+1)/2 sorted Walsh
     averages, with k − 1 the largest t where ``P(T+ <= t) <= (1 − confidence)/2``
-    (exact null distribution up to n = 1000, normal approximation above). It
-    inverts the Wilcoxon signed-rank test, so it excludes 0 exactly when that
-    test rejects; its coverage holds for any continuous distribution of d that
-    is symmetric about its centre, which paired blocks of exchangeable
-    variants give.
+    (exact null distribution up to n = 1000, normal approximation above); k is
+    kept at most the middle rank, so the estimate lies inside the interval for
+    every n (1 and 2 included), with ties or equal values too. It inverts the
+    Wilcoxon signed-rank test, so it excludes 0 exactly when that test rejects;
+    its coverage holds for any continuous distribution of d that is symmetric
+    about its centre, which paired blocks of exchangeable variants give.
 
     Chosen over a percentile bootstrap of median(d): with the ~20 blocks of a
     run the bootstrap distribution of a median is coarse and its percentile
@@ -307,10 +312,10 @@ class ReductionInterval:
     """The one interval of a comparison: reduction % bounds, achieved level, method, MDE.
 
     ``units`` counts what the interval is built from (worker processes for the
-    between-process t, blocks for Hodges–Lehmann); ``estimate_pct`` is the centre
-    the method estimates: the mean of the workers' own headlines (which is the
-    run's headline), or the HL estimate (close to, but not, the PR's ratio of
-    medians in one process).
+    between-process t, blocks for Hodges–Lehmann); ``estimate_pct`` is the point
+    estimate of the same method, always inside ``[low, high]`` and the run's headline:
+    the mean of the workers' own log-ratios (the PR's ratio of the combined medians), or
+    the HL estimate (close to, but not, the PR's ratio of medians in one process).
     ``mde_pct`` is the true reduction this rule calls ``faster`` with probability
     0.8, from the noise the interval saw (None when it cannot be told).
     """
@@ -493,15 +498,19 @@ def paired_statistics(
 class PairSummary:
     """The summary of one paired comparison.
 
-    ``host_us`` and ``reduction_pct`` are the PR-compatible headline: the median of
-    block medians per variant (in each worker process, then their geometric mean, see
-    ``combined_median``; one process: exactly the PR's). ``pooled_reduction_pct`` is the
-    PR's statistic over every block pooled across workers, kept for comparison: when
-    processes differ in speed, pooling mixes their levels and it moves more between
-    runs than the headline does. ``interval`` is the one interval the verdict, the gate and the MDE
-    use (``reduction_ci95_pct`` in the JSON, with ``ci_level`` and
-    ``interval_method``). The ``hl_*`` and ``wilcoxon_*`` fields are the paired
-    analysis of all blocks pooled, a within-process view kept beside it.
+    ``host_us`` is the median of block medians per variant (in each worker process, then
+    their geometric mean, see ``combined_median``; one process: exactly the PR's), and
+    ``pr_reduction_pct`` the PR's ``100 (1 − fixed / baseline)`` of it. ``reduction_pct``,
+    the headline, is the estimate of the verdict's interval (``interval.estimate_pct``),
+    so it lies inside it: with workers it equals ``pr_reduction_pct`` (up to float
+    rounding); in one process it is the Hodges–Lehmann estimate.
+    ``pooled_reduction_pct`` is the PR's statistic over every block pooled across
+    workers, kept for comparison: when processes differ in speed, pooling mixes their
+    levels and it moves more between runs than the headline does. ``interval`` is the
+    one interval the verdict, the gate and the MDE use (``reduction_ci95_pct`` in the
+    JSON, with ``ci_level`` and ``interval_method``). The ``hl_*`` and ``wilcoxon_*``
+    fields are the paired analysis of all blocks pooled, a within-process view kept
+    beside it.
     """
 
     host_us: dict[str, float]
@@ -510,6 +519,7 @@ class PairSummary:
     verdict: str
     blocks: int
     workers: int
+    pr_reduction_pct: float
     pooled_reduction_pct: float | None = None
     log_ratios: tuple[float, ...] = ()
     hl_reduction_pct: float | None = None
@@ -536,6 +546,7 @@ class PairSummary:
             {
                 "host_us": dict(self.host_us),
                 "reduction_pct": self.reduction_pct,
+                "pr_reduction_pct": self.pr_reduction_pct,
                 "reduction_ci95_pct": interval.bounds,
                 "ci_level": interval.level,
                 "interval_method": interval.method,
@@ -569,6 +580,9 @@ def summarize_pair(
 ) -> PairSummary:
     """Headline figures for one case: per-variant medians, reduction, the interval, verdict.
 
+    The headline reduction is the interval's own estimate; the PR's ratio of the
+    per-variant medians is ``pr_reduction_pct`` beside it.
+
     ``baseline_blocks[i]`` and ``fixed_blocks[i]`` are the samples of block ``i``;
     ``workers[i]`` is the worker process that ran it (None: one process). With
     two or more workers the interval is the between-process t, else Hodges–Lehmann.
@@ -596,11 +610,12 @@ def summarize_pair(
     pooled = (float(np.median(base_medians)), float(np.median(fixed_medians)))
     return PairSummary(
         host_us={"baseline": base, "fixed": fixed},
-        reduction_pct=reduction_pct(base, fixed),
+        reduction_pct=interval.estimate_pct,
         interval=interval,
         verdict=verdict(interval.bounds, level=interval.level, valid=valid),
         blocks=int(base_medians.size),
         workers=len(groups),
+        pr_reduction_pct=reduction_pct(base, fixed),
         pooled_reduction_pct=reduction_pct(*pooled),
         log_ratios=paired.log_ratios,
         hl_reduction_pct=paired.hl_reduction_pct,

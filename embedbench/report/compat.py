@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from embedbench.cases import CASES, EXPECTED_LOOKUPS
-from embedbench.harness import windows
+from embedbench.harness import stats, windows
 from embedbench.harness.timing import METRIC_ORDER, TIMER_SCOPE
 from embedbench.report import summary
 from embedbench.report.schema import ORIGINAL_FORMAT, PR_VERSION_KEYS
@@ -77,6 +77,28 @@ def upgrade_duplicated(metadata: dict[str, Any]) -> dict[str, Any]:
     if "candidate_ref" not in refs and metadata.get("candidate_ref") is not None:
         refs = {**refs, "candidate_ref": metadata["candidate_ref"]}
     return {**metadata, **missing, "refs": refs}
+
+
+def upgrade_headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summary rows of schema 1 to 3 as version 4 has them.
+
+    Their ``reduction_pct`` was the PR's ratio of ``host_us`` in every design: it becomes
+    ``pr_reduction_pct``. A one-process row's headline becomes its Hodges–Lehmann
+    estimate (``interval_estimate_pct``, written since schema 2), the centre of the
+    interval it was shown with; with workers the two were already the same number. Rows
+    with a block-bootstrap interval (schema 1) keep their headline.
+    """
+    upgraded = []
+    for row in rows:
+        if "pr_reduction_pct" in row:
+            upgraded.append(row)
+            continue
+        new = {**row, "pr_reduction_pct": row.get("reduction_pct")}
+        estimate = row.get("interval_estimate_pct")
+        if row.get("interval_method") == stats.WITHIN_PROCESS and estimate is not None:
+            new["reduction_pct"] = estimate
+        upgraded.append(new)
+    return upgraded
 
 
 def partial_metadata(

@@ -824,8 +824,8 @@ def reduction_forest(result: RunResult) -> ReportFigure:
                 lw=0,
                 gid="aa",
             )
-        # Interval and headline are drawn apart: in one process the interval is
-        # Hodges–Lehmann's, which need not be centred on the PR's ratio of medians.
+        # The headline is the interval's own estimate (Hodges–Lehmann's in one process),
+        # so the dot lies on the bar, though not always at its middle.
         low, high = row["reduction_ci95_pct"]
         ax.hlines(y, low, high, color=color, lw=2.5, zorder=3, gid="interval")
         ax.plot([low, high], [y, y], "|", color=color, ms=12, mew=2, zorder=3)

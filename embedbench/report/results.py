@@ -27,6 +27,7 @@ from embedbench.harness.timing import AA_SCOPE
 from embedbench.report import schema
 from embedbench.report.compat import (
     upgrade_duplicated,
+    upgrade_headline,
     upgrade_original,
     upgrade_records,
     with_timing_window,
@@ -301,6 +302,8 @@ def load_results(directory: str | Path) -> RunResult:
         metadata, validation, summary = data[METADATA], data[VALIDATION], data[SUMMARY]
         if metadata["schema_version"] < 3:
             metadata = upgrade_duplicated(metadata)
+        if metadata["schema_version"] < 4:
+            summary = upgrade_headline(summary)
         metadata = with_timing_window(metadata)
     return RunResult(path, metadata, records, validation, summary, aa_records)
 

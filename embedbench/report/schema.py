@@ -22,8 +22,12 @@ from embedbench.harness.timing import AA_SCOPE
 # input_ids_dtype, start_time, end_time); ``refs``, ``versions`` and ``embedding`` keep
 # only what it lacks, and there is no ``started_at``/``ended_at``/``candidate_ref``/
 # ``ids_dtype``. Versions 1 and 2 stay readable (``compat.upgrade_duplicated``).
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# 4: a summary row's ``reduction_pct`` is the estimate of its own interval in both designs
+# (one process: the Hodges–Lehmann estimate, no longer the PR's ratio of medians), and
+# ``pr_reduction_pct`` holds the PR's 100 × (1 − fixed / baseline) of ``host_us``. Rows of
+# versions 1 to 3 are read as version 4 has them (``compat.upgrade_headline``).
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 # What ``refs`` and ``versions`` hold beside the original script's top-level fields.
 OWN_REFS = ("baseline_sha", "candidate_ref", "candidate_sha")
 PR_VERSION_KEYS = ("torch", "vllm", "transformers")
@@ -106,6 +110,8 @@ _SUMMARY_ROW = {
         "tokens": {"type": "integer"},
         "host_us": {"oneOf": [_VARIANT_NUMBERS, {"type": "null"}]},
         "reduction_pct": _NUMBER_OR_NULL,
+        # Schema 4 on; older rows lack it (``compat.upgrade_headline`` fills it in).
+        "pr_reduction_pct": _NUMBER_OR_NULL,
         "reduction_ci95_pct": {
             "oneOf": [
                 {"type": "array", "minItems": 2, "maxItems": 2, "items": _NUMBER},

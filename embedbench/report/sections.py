@@ -131,7 +131,12 @@ REPORT_SECTIONS: tuple[Section, ...] = (
     Section(None, "", status),
     Section(
         "Before/after in the PR's format",
-        "The first table is the PR's; the markdown below it pastes into a review as is.",
+        _text("""
+        The first table is the PR's; the markdown below it pastes into a review as is. The
+        reduction is the headline, the estimate of the interval the verdict uses: with
+        several workers that is the PR's 1 − After/Before itself; with one process it is
+        the Hodges–Lehmann estimate, and a fifth column gives the PR's statistic beside it.
+        """),
         pr_format,
     ),
     Section(

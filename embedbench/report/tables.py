@@ -2,8 +2,8 @@
 
 Every function takes a ``RunResult`` and returns a DataFrame or a string, so the
 notebooks, the CLI and the HTML export show the same numbers. The PR table is
-kept byte-for-byte in the PR's layout so it can be pasted into a review; the
-interval and verdict go into a second table.
+kept in the PR's layout so it can be pasted into a review (a one-process run adds a
+fifth column, see ``pr_table``); the interval and verdict go into a second table.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from embedbench.report.results import RunResult, load_results
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
 PR_ALIGN = "lrrr"
+# The PR's own reduction of the Before and After columns, beside a one-process headline.
+PR_STATISTIC = "PR statistic (1 − After/Before)"
 
 
 NOT_MEASURED = "not measured"
@@ -62,11 +64,13 @@ def ordered_rows(result: RunResult) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: table_order(r["case"], r["tokens"]))
 
 
-def _reduction_text(row: dict[str, Any]) -> str:
-    reduction = row.get("reduction_pct")
+def _reduction_text(row: dict[str, Any], key: str = "reduction_pct") -> str:
+    reduction = row.get(key)
     if reduction is not None:
         return f"{reduction:.2f}%"
-    return NOT_MEASURED if row.get("verdict") == NOT_MEASURED else "invalid"
+    if row.get("verdict") == NOT_MEASURED:
+        return NOT_MEASURED
+    return "n/a" if row.get("valid") else "invalid"
 
 
 def _several_lengths(rows: list[dict[str, Any]]) -> bool:
@@ -83,31 +87,48 @@ def _fmt_us(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def one_process(row: dict[str, Any]) -> bool:
+    """Whether a row's interval is the one-process Hodges–Lehmann one: its headline is
+    then that interval's estimate, not the PR's ratio of its Before and After."""
+    return row.get("interval_method") == stats.WITHIN_PROCESS
+
+
 def pr_table(result: RunResult) -> pd.DataFrame:
-    """One row per case (and length, when several) in the PR's columns, as strings."""
+    """One row per case (and length, when several) in the PR's columns, as strings.
+
+    Before and After are the PR's medians of block medians (with workers, each worker's,
+    combined by a geometric mean); the reduction is the headline, inside the verdict's
+    interval. With workers that is the PR's 100 × (1 − After/Before) itself; in one
+    process it is the Hodges–Lehmann estimate, so a fifth column, ``PR_STATISTIC``,
+    gives the PR's ratio beside it.
+    """
     rows = ordered_rows(result)
     several = _several_lengths(rows)
+    columns = list(PR_COLUMNS)
+    if any(one_process(row) for row in rows):
+        columns.append(PR_STATISTIC)
     data = []
     for row in rows:
         host = row.get("host_us") or {}
-        data.append(
-            {
-                PR_COLUMNS[0]: input_label(row["case"], row["tokens"], several),
-                PR_COLUMNS[1]: _fmt_us(host.get("baseline")),
-                PR_COLUMNS[2]: _fmt_us(host.get("fixed")),
-                PR_COLUMNS[3]: _reduction_text(row),
-            }
-        )
-    return pd.DataFrame(data, columns=list(PR_COLUMNS))
+        entry = {
+            PR_COLUMNS[0]: input_label(row["case"], row["tokens"], several),
+            PR_COLUMNS[1]: _fmt_us(host.get("baseline")),
+            PR_COLUMNS[2]: _fmt_us(host.get("fixed")),
+            PR_COLUMNS[3]: _reduction_text(row),
+            PR_STATISTIC: _reduction_text(row, "pr_reduction_pct"),
+        }
+        data.append({column: entry[column] for column in columns})
+    return pd.DataFrame(data, columns=columns)
 
 
 def to_pr_markdown(table: pd.DataFrame) -> str:
-    """The table as markdown exactly in the PR's layout (header, alignment row, rows).
+    """The table as markdown in the PR's layout (header, alignment row, rows; exactly
+    the PR's with workers, plus the ``PR_STATISTIC`` column in one process).
 
     pandas' ``to_markdown`` pads cells and writes ``|:---|`` alignment rows; the
     PR's text is unpadded with ``| --- | ---: |``, so this writes it directly.
     """
-    return frame_markdown(table, align=PR_ALIGN)
+    return frame_markdown(table, align=PR_ALIGN + "r" * (len(table.columns) - len(PR_ALIGN)))
 
 
 def _interval(ci: Any) -> str:
@@ -557,7 +578,8 @@ def compare_table(
     *,
     allow_mixed_windows: bool = False,
 ) -> pd.DataFrame:
-    """Before, after and reduction per case, one column group per run (and the PR's).
+    """Before, after and reduction per case, one column group per run (and the PR's);
+    a one-process run's group adds the PR's statistic beside its headline (``pr_table``).
 
     Refuses runs timed with different windows unless ``allow_mixed_windows``, which
     labels every column group with its window (``compared_windows``).
@@ -567,7 +589,9 @@ def compare_table(
     for name, result in runs.items():
         several = _several_lengths(result.summary)
         label_of = series_label(name, seen)
-        for row in ordered_rows(result):
+        rows = ordered_rows(result)
+        with_pr = any(one_process(row) for row in rows)
+        for row in rows:
             label = input_label(row["case"], row["tokens"], several)
             host = row.get("host_us") or {}
             columns.setdefault(f"{label_of}: before (μs)", {})[label] = _fmt_us(
@@ -575,6 +599,10 @@ def compare_table(
             )
             columns.setdefault(f"{label_of}: after (μs)", {})[label] = _fmt_us(host.get("fixed"))
             columns.setdefault(f"{label_of}: reduction", {})[label] = _reduction_text(row)
+            if with_pr:
+                columns.setdefault(f"{label_of}: PR statistic", {})[label] = _reduction_text(
+                    row, "pr_reduction_pct"
+                )
     if reference is not None:
         name = series_label(reference_name(reference), seen)
         for row in reference["rows"]:
