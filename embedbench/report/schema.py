@@ -25,7 +25,10 @@ from embedbench.harness.timing import AA_SCOPE
 # 4: a summary row's ``reduction_pct`` is the estimate of its own interval in both designs
 # (one process: the Hodges–Lehmann estimate, no longer the PR's ratio of medians), and
 # ``pr_reduction_pct`` holds the PR's 100 × (1 − fixed / baseline) of ``host_us``. Rows of
-# versions 1 to 3 are read as version 4 has them (``compat.upgrade_headline``).
+# versions 1 to 3 are read as version 4 has them (``compat.upgrade_headline``). Also in 4,
+# optional: the canary's reads in every record (``canary_us_start``/``_end``, and
+# ``canary_device_us_*`` on CUDA), and ``canary``, ``host_probes`` and ``host_stability``
+# in metadata; older results lack them and read as "host not observed".
 SCHEMA_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 # What ``refs`` and ``versions`` hold beside the original script's top-level fields.
