@@ -712,13 +712,15 @@ class PairedResult:
     """The outcome of ``paired_benchmark``: the paired summary plus the raw records.
 
     ``host_us``, ``reduction_pct``, ``pr_reduction_pct``, ``reduction_ci95_pct`` and
-    ``verdict`` read through to ``summary`` (the one place they are computed).
+    ``verdict`` read through to ``summary`` (the one place they are computed);
+    ``host_stability`` is the canary's reading of the host while it measured.
     """
 
     summary: stats.PairSummary
     seed: int
     records: list[BlockRecord] = field(repr=False)
     timer_floor: list[BlockRecord] = field(repr=False)
+    host_stability: stability.HostStability | None = None
 
     @property
     def host_us(self) -> dict[str, float]:
@@ -820,4 +822,7 @@ def paired_benchmark(
             window=checked.timing_window,
         )
     pair = summary.summarize_records([r.to_json() for r in records])
-    return PairedResult(pair, schedule_seed, records, floor)
+    host = stability.assess_host(
+        [*floor, *records], probes=[reading.to_json() for reading in watch.readings]
+    )
+    return PairedResult(pair, schedule_seed, records, floor, host)

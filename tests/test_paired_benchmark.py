@@ -35,6 +35,12 @@ def test_a_known_difference_is_recovered():
     assert result.host_us["baseline"] > result.host_us["fixed"] > 300
     assert len(result.records) == 16
     assert len(result.timer_floor) == 10
+    # the canary at both edges of every block half and timer-floor block, and its reading
+    assert all(r.canary_us_start > 0 and r.canary_us_end > 0 for r in result.records)
+    assert result.host_stability.canary_reads == 2 * (16 + 10)
+    assert (
+        result.host_stability.verdict in ("stable", "noisy") and result.host_stability.probes == 1
+    )
 
 
 def test_the_headline_lies_inside_its_interval_and_the_prs_statistic_is_kept():
