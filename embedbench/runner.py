@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -56,7 +56,14 @@ from embedbench.harness.timing import (
     measure_pair,
     measure_timer_floor,
 )
-from embedbench.measure import Event, Share, calls_per_share, measure_share
+from embedbench.measure import (
+    ACK,
+    HANDSHAKE_EVENTS,
+    Event,
+    Share,
+    calls_per_share,
+    measure_share,
+)
 from embedbench.omni import checkpoint, families
 from embedbench.omni.targets import VARIANTS
 from embedbench.report import summary
@@ -617,8 +624,23 @@ def _measure_in_workers(
         _run_worker(share, collector, stop, log)
 
 
+def _send_line(proc: subprocess.Popen, line: str) -> None:
+    """One line to the worker's stdin; a worker that has ended tells by its exit code."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+    except BrokenPipeError:
+        pass
+
+
 def _run_worker(share: Share, collector: _Collector, stop: StopFlag, log: Log) -> int:
-    """Run one worker process to its end, feeding its events to ``collector``."""
+    """Run one worker process to its end, feeding its events to ``collector``.
+
+    The share goes as the first line of the worker's stdin; after each event of
+    ``HANDSHAKE_EVENTS`` the worker waits until the collector has handled it (written
+    what it changes) and one ``ACK`` line follows.
+    """
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(
             [sys.executable, "-m", "embedbench.worker"],
@@ -629,19 +651,22 @@ def _run_worker(share: Share, collector: _Collector, stop: StopFlag, log: Log) -
         )
         failure: Event | None = None
         try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(share.to_json()).encode())
-            proc.stdin.close()
+            _send_line(proc, json.dumps(share.to_json()))
             for event in _events(proc, stop):
                 if event["event"] in ("error", "stopped"):
                     failure = event
-                else:
-                    collector.handle(event)
+                    continue
+                collector.handle(event)
+                if event["event"] in HANDSHAKE_EVENTS:
+                    _send_line(proc, ACK)
             code = proc.wait()
         finally:
             if proc.poll() is None:  # a second Ctrl-C, or an error here: stop it now
                 proc.kill()
                 proc.wait()
+            if proc.stdin is not None:
+                with suppress(OSError):  # the worker has ended: its pipe may be broken
+                    proc.stdin.close()
             collector.worker_finished(share.worker, proc.returncode)
         if code == 0:
             return code
