@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +46,7 @@ from embedbench.harness.isolation import (
     isolated,
     resolve_cpu_core,
 )
+from embedbench.harness.parentcore import ParentAffinity, measuring_here, pinned_away
 from embedbench.harness.timing import (
     AA_SCOPE,
     METRIC_ORDER,
@@ -207,9 +208,13 @@ def check_loaded_code(
 
 
 def _metadata(
-    prepared: PreparedRun, ready: Event, contention: ContentionReading, io: IoReading
+    prepared: PreparedRun,
+    ready: Event,
+    guards: tuple[ContentionReading, IoReading],
+    parent: ParentAffinity | None,
 ) -> dict[str, Any]:
     """metadata.json at the start of measuring, from the first worker's ``ready`` event."""
+    contention, io = guards
     config = prepared.config
     target_metadata = ready["target_metadata"]
     vocab, hidden = prepared.location.shape
@@ -247,6 +252,9 @@ def _metadata(
             ),
         },
         "cpu_core": prepared.cpu_core,
+        # Where this process ran while measuring (off the measuring core when it could).
+        "parent_affinity": parent.cores if parent else None,
+        "parent_affinity_reason": parent.reason if parent else None,
         "cpu_frequency_source": ready["frequency_source"],
         "threads": ready["isolation"],
         "contention": contention.to_json(),
@@ -358,6 +366,8 @@ class _Collector:
         self.log = log
         self.writer: ResultsWriter | None = None
         self.first_ready: Event | None = None
+        # Where this process runs while measuring; set by whoever measures.
+        self.parent: ParentAffinity | None = None
         self.cases = {
             (case, tokens): _CaseState()
             for tokens in prepared.config.lengths
@@ -415,7 +425,8 @@ class _Collector:
         worker["code_fresh_s"] = event["code_fresh"]["seconds"]
         if self.writer is None:
             self.first_ready = event
-            metadata = _metadata(self.prepared, event, self.contention, self.io)
+            guards = (self.contention, self.io)
+            metadata = _metadata(self.prepared, event, guards, self.parent)
             self.writer = ResultsWriter(
                 self.prepared.output_dir,
                 {**metadata, "host_lock": self.lock.to_json()},
@@ -593,8 +604,10 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
 
 
 def _measure_in_process(prepared: PreparedRun, collector: _Collector, stop: StopFlag) -> None:
-    """``processes=1``: the original design, every block in this process."""
+    """``processes=1``: the original design, every block in this process (``isolated``
+    pins it to the measuring core; it writes between cases, in the same thread)."""
     (share,) = prepared.shares()
+    collector.parent = measuring_here(prepared.cpu_core)
     measure_share(
         share,
         collector.handle,
@@ -616,12 +629,15 @@ def _worker_environment() -> dict[str, str]:
 def _measure_in_workers(
     prepared: PreparedRun, collector: _Collector, stop: StopFlag, log: Log
 ) -> None:
-    """Every share in its own fresh process, one after the other on the pinned core."""
-    for share in prepared.shares():
-        stop.check()
-        if share.worker:
-            collector.recheck(f"worker {share.worker}")
-        _run_worker(share, collector, stop, log)
+    """Every share in its own fresh process, one after the other on the pinned core,
+    with this process on the other allowed cores meanwhile (where there is one)."""
+    with pinned_away(prepared.cpu_core, collector.affinity) as parent:
+        collector.parent = parent
+        for share in prepared.shares():
+            stop.check()
+            if share.worker:
+                collector.recheck(f"worker {share.worker}")
+            _run_worker(share, collector, stop, log, spawning=parent.spawning)
 
 
 def _send_line(proc: subprocess.Popen, line: str) -> None:
@@ -634,21 +650,30 @@ def _send_line(proc: subprocess.Popen, line: str) -> None:
         pass
 
 
-def _run_worker(share: Share, collector: _Collector, stop: StopFlag, log: Log) -> int:
+def _run_worker(
+    share: Share,
+    collector: _Collector,
+    stop: StopFlag,
+    log: Log,
+    *,
+    spawning: Callable[[], AbstractContextManager[None]] = nullcontext,
+) -> int:
     """Run one worker process to its end, feeding its events to ``collector``.
 
     The share goes as the first line of the worker's stdin; after each event of
     ``HANDSHAKE_EVENTS`` the worker waits until the collector has handled it (written
-    what it changes) and one ``ACK`` line follows.
+    what it changes) and one ``ACK`` line follows. ``spawning`` is where the process is
+    started (the cores it inherits).
     """
     with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "embedbench.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            env=_worker_environment(),
-        )
+        with spawning():
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "embedbench.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=_worker_environment(),
+            )
         failure: Event | None = None
         try:
             _send_line(proc, json.dumps(share.to_json()))

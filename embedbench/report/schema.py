@@ -145,6 +145,13 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                 # The I/O guard's reading (ioguard.IoReading.to_json()); optional, so
                 # results written before the guard existed stay valid at this version.
                 "io_guard": {"type": ["object", "null"]},
+                # Where the parent ran while measuring, and why on the measuring core
+                # when it did; optional, as for io_guard.
+                "parent_affinity": {
+                    "type": ["array", "null"],
+                    "items": {"type": "integer", "minimum": 0},
+                },
+                "parent_affinity_reason": {"type": ["string", "null"]},
             },
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},
