@@ -7,7 +7,11 @@ fresh worker processes one after the other (``python -m embedbench.worker``), ea
 loading the table itself, pinning, warming up and timing its share of every case's
 blocks (see ``measure``). A ``_Collector`` takes the events of either, writes the
 output directory as they arrive and a case's summary once every worker has measured
-it. ``paired_benchmark`` runs any two zero-argument callables through the same timing
+it. While workers measure, this process runs on the other allowed cores (``parentcore``),
+and a worker waits after each event that changes a file until it is written (the
+handshake, see ``worker``): the parent never writes while a worker times. The host facts
+metadata.json records are gathered in ``prepare``, before any worker starts.
+``paired_benchmark`` runs any two zero-argument callables through the same timing
 and statistics, in one process.
 """
 
@@ -95,6 +99,33 @@ def _utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+@dataclass(frozen=True)
+class HostFacts:
+    """What metadata.json records of this machine, gathered before any worker starts: the
+    device, the provenance (with the checkpoint's fingerprint) and the package versions."""
+
+    device: dict[str, Any]
+    provenance: dict[str, Any]
+    versions: dict[str, str | None]
+
+    @classmethod
+    def gather(
+        cls,
+        device: torch.device,
+        cpu_core: int,
+        model_dir: Path,
+        location: checkpoint.EmbeddingLocation,
+    ) -> HostFacts:
+        """Read them now (NVML, sysfs, the checkpoint's header), not while a worker times."""
+        described = devices.describe(device)
+        fingerprint = checkpoint.fingerprint(model_dir, location.shard, checkpoint.EMBEDDING_KEY)
+        return cls(
+            device=described,
+            provenance={**sysinfo.provenance(cpu_core, described), "checkpoint": fingerprint},
+            versions=sysinfo.versions(),
+        )
+
+
 @dataclass
 class PreparedRun:
     """A run whose inputs all passed their checks; nothing has been written yet."""
@@ -107,6 +138,7 @@ class PreparedRun:
     facts: checkpoint.ThinkerFacts
     location: checkpoint.EmbeddingLocation
     output_dir: Path
+    host: HostFacts
     started: datetime = field(default_factory=_utc_now)
     code_fresh: freshness.FreshnessReport | None = None
 
@@ -128,7 +160,7 @@ class PreparedRun:
 
 def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
     """Check every input (device, core, output dir, repo and refs, checkpoint) without
-    writing results."""
+    writing results, and gather the host facts metadata.json records."""
     device = resolve_device(config.device)
     core = resolve_cpu_core(config.cpu_core)
     started = _utc_now()
@@ -169,6 +201,7 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         facts=facts,
         location=location,
         output_dir=output_dir,
+        host=HostFacts.gather(device, core, model_dir, location),
         started=started,
         code_fresh=code_fresh,
     )
@@ -213,7 +246,8 @@ def _metadata(
     guards: tuple[ContentionReading, IoReading],
     parent: ParentAffinity | None,
 ) -> dict[str, Any]:
-    """metadata.json at the start of measuring, from the first worker's ``ready`` event."""
+    """metadata.json at the start of measuring, from the first worker's ``ready`` event
+    and what was gathered before (it computes nothing: a worker is about to time)."""
     contention, io = guards
     config = prepared.config
     target_metadata = ready["target_metadata"]
@@ -226,9 +260,9 @@ def _metadata(
     target_refs = target_metadata.get("refs") or {}
     refs = {key: target_refs.get(key) for key in OWN_REFS}
     target_info = {k: v for k, v in target_metadata.items() if k not in HOISTED_TARGET_FIELDS}
-    all_versions = {**(target_metadata.get("versions") or {}), **sysinfo.versions()}
+    all_versions = {**(target_metadata.get("versions") or {}), **prepared.host.versions}
     versions = {k: v for k, v in all_versions.items() if k not in PR_VERSION_KEYS}
-    device = devices.describe(prepared.device)
+    device = prepared.host.device
     return {
         "status": "running",
         "target": ready["target"],
@@ -245,12 +279,7 @@ def _metadata(
         "versions": versions,
         "device": prepared.device.type,
         "device_name": device["name"],
-        "provenance": {
-            **sysinfo.provenance(prepared.cpu_core, device),
-            "checkpoint": checkpoint.fingerprint(
-                prepared.model_dir, prepared.location.shard, checkpoint.EMBEDDING_KEY
-            ),
-        },
+        "provenance": prepared.host.provenance,
         "cpu_core": prepared.cpu_core,
         # Where this process ran while measuring (off the measuring core when it could).
         "parent_affinity": parent.cores if parent else None,
