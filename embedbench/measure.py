@@ -18,6 +18,10 @@ validates both variants, warms them up and times its blocks. It reports through 
 - ``case_error``: a wrapper crashed while timing (the case is recorded invalid);
 - ``progress``: how many calls finished;
 - ``done``: the share is complete.
+
+A worker process waits after each event of ``HANDSHAKE_EVENTS`` until its parent
+acknowledges it (one ``ACK`` line on stdin, sent once the parent has written what the
+event changes), so the parent never writes a result file while the worker times.
 """
 
 from __future__ import annotations
@@ -65,6 +69,10 @@ from embedbench.omni.validation import validate_scenario
 
 Event = dict[str, Any]
 Emit = Callable[[Event], None]
+
+# The events after which a worker process waits for its parent's acknowledgement.
+HANDSHAKE_EVENTS = frozenset({"ready", "validation", "records", "case_error"})
+ACK = "ack"
 
 # embedbench's own modules on the measured path: the share, the scenarios, the timed
 # call and the validation (checked for freshness with the target's modules).

@@ -7,7 +7,11 @@ fresh worker processes one after the other (``python -m embedbench.worker``), ea
 loading the table itself, pinning, warming up and timing its share of every case's
 blocks (see ``measure``). A ``_Collector`` takes the events of either, writes the
 output directory as they arrive and a case's summary once every worker has measured
-it. ``paired_benchmark`` runs any two zero-argument callables through the same timing
+it. While workers measure, this process runs on the other allowed cores (``parentcore``),
+and a worker waits after each event that changes a file until it is written (the
+handshake, see ``worker``): the parent never writes while a worker times. The host facts
+metadata.json records are gathered in ``prepare``, before any worker starts.
+``paired_benchmark`` runs any two zero-argument callables through the same timing
 and statistics, in one process.
 """
 
@@ -21,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,6 +51,7 @@ from embedbench.harness.isolation import (
     isolated,
     resolve_cpu_core,
 )
+from embedbench.harness.parentcore import ParentAffinity, measuring_here, pinned_away
 from embedbench.harness.timing import (
     AA_SCOPE,
     METRIC_ORDER,
@@ -58,7 +63,15 @@ from embedbench.harness.timing import (
     measure_pair,
     measure_timer_floor,
 )
-from embedbench.measure import Event, HostWatch, Share, calls_per_share, measure_share
+from embedbench.measure import (
+    ACK,
+    HANDSHAKE_EVENTS,
+    Event,
+    HostWatch,
+    Share,
+    calls_per_share,
+    measure_share,
+)
 from embedbench.omni import checkpoint, families
 from embedbench.omni.targets import VARIANTS
 from embedbench.report import summary
@@ -89,6 +102,33 @@ def _utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+@dataclass(frozen=True)
+class HostFacts:
+    """What metadata.json records of this machine, gathered before any worker starts: the
+    device, the provenance (with the checkpoint's fingerprint) and the package versions."""
+
+    device: dict[str, Any]
+    provenance: dict[str, Any]
+    versions: dict[str, str | None]
+
+    @classmethod
+    def gather(
+        cls,
+        device: torch.device,
+        cpu_core: int,
+        model_dir: Path,
+        location: checkpoint.EmbeddingLocation,
+    ) -> HostFacts:
+        """Read them now (NVML, sysfs, the checkpoint's header), not while a worker times."""
+        described = devices.describe(device)
+        fingerprint = checkpoint.fingerprint(model_dir, location.shard, checkpoint.EMBEDDING_KEY)
+        return cls(
+            device=described,
+            provenance={**sysinfo.provenance(cpu_core, described), "checkpoint": fingerprint},
+            versions=sysinfo.versions(),
+        )
+
+
 @dataclass
 class PreparedRun:
     """A run whose inputs all passed their checks; nothing has been written yet."""
@@ -101,6 +141,7 @@ class PreparedRun:
     facts: checkpoint.ThinkerFacts
     location: checkpoint.EmbeddingLocation
     output_dir: Path
+    host: HostFacts
     started: datetime = field(default_factory=_utc_now)
     code_fresh: freshness.FreshnessReport | None = None
 
@@ -122,7 +163,7 @@ class PreparedRun:
 
 def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
     """Check every input (device, core, output dir, repo and refs, checkpoint) without
-    writing results."""
+    writing results, and gather the host facts metadata.json records."""
     device = resolve_device(config.device)
     core = resolve_cpu_core(config.cpu_core)
     started = _utc_now()
@@ -163,6 +204,7 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         facts=facts,
         location=location,
         output_dir=output_dir,
+        host=HostFacts.gather(device, core, model_dir, location),
         started=started,
         code_fresh=code_fresh,
     )
@@ -202,9 +244,14 @@ def check_loaded_code(
 
 
 def _metadata(
-    prepared: PreparedRun, ready: Event, contention: ContentionReading, io: IoReading
+    prepared: PreparedRun,
+    ready: Event,
+    guards: tuple[ContentionReading, IoReading],
+    parent: ParentAffinity | None,
 ) -> dict[str, Any]:
-    """metadata.json at the start of measuring, from the first worker's ``ready`` event."""
+    """metadata.json at the start of measuring, from the first worker's ``ready`` event
+    and what was gathered before (it computes nothing: a worker is about to time)."""
+    contention, io = guards
     config = prepared.config
     target_metadata = ready["target_metadata"]
     vocab, hidden = prepared.location.shape
@@ -216,9 +263,9 @@ def _metadata(
     target_refs = target_metadata.get("refs") or {}
     refs = {key: target_refs.get(key) for key in OWN_REFS}
     target_info = {k: v for k, v in target_metadata.items() if k not in HOISTED_TARGET_FIELDS}
-    all_versions = {**(target_metadata.get("versions") or {}), **sysinfo.versions()}
+    all_versions = {**(target_metadata.get("versions") or {}), **prepared.host.versions}
     versions = {k: v for k, v in all_versions.items() if k not in PR_VERSION_KEYS}
-    device = devices.describe(prepared.device)
+    device = prepared.host.device
     return {
         "status": "running",
         "target": ready["target"],
@@ -235,13 +282,11 @@ def _metadata(
         "versions": versions,
         "device": prepared.device.type,
         "device_name": device["name"],
-        "provenance": {
-            **sysinfo.provenance(prepared.cpu_core, device),
-            "checkpoint": checkpoint.fingerprint(
-                prepared.model_dir, prepared.location.shard, checkpoint.EMBEDDING_KEY
-            ),
-        },
+        "provenance": prepared.host.provenance,
         "cpu_core": prepared.cpu_core,
+        # Where this process ran while measuring (off the measuring core when it could).
+        "parent_affinity": parent.cores if parent else None,
+        "parent_affinity_reason": parent.reason if parent else None,
         "cpu_frequency_source": ready["frequency_source"],
         "canary": ready.get("canary"),
         "threads": ready["isolation"],
@@ -354,6 +399,8 @@ class _Collector:
         self.log = log
         self.writer: ResultsWriter | None = None
         self.first_ready: Event | None = None
+        # Where this process runs while measuring; set by whoever measures.
+        self.parent: ParentAffinity | None = None
         self.cases = {
             (case, tokens): _CaseState()
             for tokens in prepared.config.lengths
@@ -421,7 +468,8 @@ class _Collector:
         worker["code_fresh_s"] = event["code_fresh"]["seconds"]
         if self.writer is None:
             self.first_ready = event
-            metadata = _metadata(self.prepared, event, self.contention, self.io)
+            guards = (self.contention, self.io)
+            metadata = _metadata(self.prepared, event, guards, self.parent)
             self.writer = ResultsWriter(
                 self.prepared.output_dir,
                 {**metadata, "host_lock": self.lock.to_json(), **self._host_fields(metadata)},
@@ -612,8 +660,10 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
 
 
 def _measure_in_process(prepared: PreparedRun, collector: _Collector, stop: StopFlag) -> None:
-    """``processes=1``: the original design, every block in this process."""
+    """``processes=1``: the original design, every block in this process (``isolated``
+    pins it to the measuring core; it writes between cases, in the same thread)."""
     (share,) = prepared.shares()
+    collector.parent = measuring_here(prepared.cpu_core)
     measure_share(
         share,
         collector.handle,
@@ -635,39 +685,69 @@ def _worker_environment() -> dict[str, str]:
 def _measure_in_workers(
     prepared: PreparedRun, collector: _Collector, stop: StopFlag, log: Log
 ) -> None:
-    """Every share in its own fresh process, one after the other on the pinned core."""
-    for share in prepared.shares():
-        stop.check()
-        if share.worker:
-            collector.recheck(f"worker {share.worker}")
-        _run_worker(share, collector, stop, log)
+    """Every share in its own fresh process, one after the other on the pinned core,
+    with this process on the other allowed cores meanwhile (where there is one)."""
+    with pinned_away(prepared.cpu_core, collector.affinity) as parent:
+        collector.parent = parent
+        for share in prepared.shares():
+            stop.check()
+            if share.worker:
+                collector.recheck(f"worker {share.worker}")
+            _run_worker(share, collector, stop, log, spawning=parent.spawning)
 
 
-def _run_worker(share: Share, collector: _Collector, stop: StopFlag, log: Log) -> int:
-    """Run one worker process to its end, feeding its events to ``collector``."""
+def _send_line(proc: subprocess.Popen, line: str) -> None:
+    """One line to the worker's stdin; a worker that has ended tells by its exit code."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+    except BrokenPipeError:
+        pass
+
+
+def _run_worker(
+    share: Share,
+    collector: _Collector,
+    stop: StopFlag,
+    log: Log,
+    *,
+    spawning: Callable[[], AbstractContextManager[None]] = nullcontext,
+) -> int:
+    """Run one worker process to its end, feeding its events to ``collector``.
+
+    The share goes as the first line of the worker's stdin; after each event of
+    ``HANDSHAKE_EVENTS`` the worker waits until the collector has handled it (written
+    what it changes) and one ``ACK`` line follows. ``spawning`` is where the process is
+    started (the cores it inherits).
+    """
     with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "embedbench.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            env=_worker_environment(),
-        )
+        with spawning():
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "embedbench.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=_worker_environment(),
+            )
         failure: Event | None = None
         try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(share.to_json()).encode())
-            proc.stdin.close()
+            _send_line(proc, json.dumps(share.to_json()))
             for event in _events(proc, stop):
                 if event["event"] in ("error", "stopped"):
                     failure = event
-                else:
-                    collector.handle(event)
+                    continue
+                collector.handle(event)
+                if event["event"] in HANDSHAKE_EVENTS:
+                    _send_line(proc, ACK)
             code = proc.wait()
         finally:
             if proc.poll() is None:  # a second Ctrl-C, or an error here: stop it now
                 proc.kill()
                 proc.wait()
+            if proc.stdin is not None:
+                with suppress(OSError):  # the worker has ended: its pipe may be broken
+                    proc.stdin.close()
             collector.worker_finished(share.worker, proc.returncode)
         if code == 0:
             return code

@@ -47,7 +47,7 @@ TIERS = {
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),
         *("test_intervals.py", "test_report.py", "test_run_guards.py", "test_schema_compat.py"),
-        *("test_selftest.py", "test_windows.py", "test_workers.py"),
+        *("test_selftest.py", "test_windows.py", "test_workers.py", "test_quiet_parent.py"),
         "test_interference.py",  # a memory hog on the other core, real runs under it
         "test_torch_free.py",  # CLI subprocesses with torch blocked; its notebook test: notebook
     ],

@@ -171,6 +171,13 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                     },
                 },
                 "host_probes": {"type": "array", "items": {"type": "object"}},
+                # Where the parent ran while measuring, and why on the measuring core
+                # when it did; optional, as for io_guard.
+                "parent_affinity": {
+                    "type": ["array", "null"],
+                    "items": {"type": "integer", "minimum": 0},
+                },
+                "parent_affinity_reason": {"type": ["string", "null"]},
             },
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},
