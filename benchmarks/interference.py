@@ -1,10 +1,11 @@
 """Interference: does the canary see a noisy neighbour, and are the runs it calls stable right?
 
 Alternates default runs (``python -m embedbench run``, all defaults plus any ``-- EXTRA``
-flags) on a quiet machine with runs under an injected neighbour: ``benchmarks/neighbour.py``,
-a 64 MiB copy loop pinned to another allowed core, toggled (on 3 s, off 3 s) or always on.
-The order is quiet, toggled, quiet, always-on, … so that each hog run has a quiet run next
-to it. Per condition:
+flags) on a quiet machine with runs under an injected neighbour (``benchmarks/neighbour.py``):
+a 64 MiB copy loop pinned to another allowed core, toggled (on 3 s, off 3 s) or always on,
+and CPU bursts on the measuring core (50 ms in every 150 ms: below the contention guard's
+bar). The order is quiet, toggled, quiet, always-on, quiet, bursts, … so that each
+neighbour run has a quiet run next to it. Per condition:
 
 - how many runs the kit labelled noisy (``host_stability.verdict``) or refused (exit 2,
   the quiet-host wait ran out): the detection rate on hog runs (target 100 %) and the
@@ -16,7 +17,7 @@ to it. Per condition:
 - the canary's cost: its copies (at every block edge and in the probes) as a share of
   each run's wall time (target ≤ 2 %).
 
-``--quick``: 2 quiet and 2 hog runs of a reduced design (a smoke run, not evidence).
+``--quick``: 3 quiet and 3 neighbour runs of a reduced design (a smoke run, not evidence).
 ``--from DIR``: analyse runs kept with ``--keep DIR`` instead of running.
 """
 
@@ -36,7 +37,13 @@ import _common as C
 from between_runs import CASE_ORDER, QUICK_DESIGN, cross_coverage
 
 QUIET, TOGGLED, ALWAYS = "quiet", "hog on/off 3 s", "hog always on"
-HOG_ARGS = {TOGGLED: ["--on", "3", "--off", "3"], ALWAYS: ["--on", "1", "--off", "0"]}
+BURSTS = "CPU bursts on the core"
+HOG_ARGS = {
+    TOGGLED: ["--on", "3", "--off", "3"],
+    ALWAYS: ["--on", "1", "--off", "0"],
+    BURSTS: ["--spin", "--on", "0.05", "--off", "0.1"],
+}
+NEIGHBOURS = (TOGGLED, ALWAYS, BURSTS)
 TARGET_DETECTION = 1.0
 TARGET_FALSE_ALARM = 0.10
 TARGET_COVERAGE = 0.80
@@ -45,10 +52,10 @@ REFUSED = "refused"
 
 
 def schedule(pairs: int) -> list[str]:
-    """Conditions in run order: each hog run follows a quiet run, the hogs alternate."""
+    """Conditions in run order: each neighbour run follows a quiet run, the kinds in turn."""
     order: list[str] = []
     for i in range(pairs):
-        order += [QUIET, TOGGLED if i % 2 == 0 else ALWAYS]
+        order += [QUIET, NEIGHBOURS[i % len(NEIGHBOURS)]]
     return order
 
 
@@ -59,6 +66,7 @@ def other_core(core: int) -> int | None:
 
 
 def _start_hog(condition: str, core: int | None) -> subprocess.Popen | None:
+    """The neighbour of ``condition`` on ``core`` (bursts: on the measuring core)."""
     if condition == QUIET:
         return None
     cmd = [sys.executable, str(Path(__file__).with_name("neighbour.py")), *HOG_ARGS[condition]]
@@ -90,7 +98,7 @@ def canary_seconds(meta: dict[str, Any], records: Sequence[dict[str, Any]]) -> f
 
 def one_run(out: Path, condition: str, flags: list[str], core: int) -> dict[str, Any]:
     """One run under ``condition``: its outcome (verdict or refused), summary and cost."""
-    hog = _start_hog(condition, other_core(core))
+    hog = _start_hog(condition, core if condition == BURSTS else other_core(core))
     cmd = [sys.executable, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
     cmd += ["--cpu-core", str(core), *flags]
     env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT)}
@@ -143,7 +151,7 @@ def _kept(top: Path) -> list[dict[str, Any]]:
 def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """Per condition: runs, labelled noisy, refused, and the rate against its target."""
     rows, rates = [], {}
-    for condition in (QUIET, TOGGLED, ALWAYS):
+    for condition in (QUIET, *NEIGHBOURS):
         mine = [r for r in runs if r["condition"] == condition]
         if not mine:
             continue
@@ -247,7 +255,7 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--pairs", type=int, default=None, help="quiet + hog pairs (default 10)")
+    p.add_argument("--pairs", type=int, default=None, help="quiet + neighbour pairs (default 12)")
     p.add_argument("--keep", metavar="DIR", help="keep every run's output directory under DIR")
     p.add_argument("--from", dest="from_dir", metavar="DIR", help="analyse runs kept with --keep")
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
@@ -257,7 +265,7 @@ def main() -> None:
     if args.from_dir:
         runs = _kept(Path(args.from_dir))
     else:
-        order = schedule(args.pairs or (2 if args.quick else 10))
+        order = schedule(args.pairs or (3 if args.quick else 12))
         with tempfile.TemporaryDirectory(prefix="embedbench-interference-") as tmp:
             where = Path(args.keep) if args.keep else Path(tmp)
             where.mkdir(parents=True, exist_ok=True)

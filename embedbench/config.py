@@ -34,6 +34,10 @@ DEFAULT_RESULTS_ROOT = "embedbench-results"
 # Worker processes per run (issue 10): chosen from the between-run measurements in
 # docs/PERFORMANCE.md, the fewest whose interval predicts a rerun on the CI machine.
 DEFAULT_PROCESSES = 5
+DEFAULT_BLOCKS = 20
+# A design with this many degrees of freedom or fewer between its workers (3 workers) gets
+# a line after its first worker saying the smallest reduction it can call.
+SMALL_DESIGN_DF = 2
 
 
 def _parse_literal(text: str) -> Any:
@@ -159,7 +163,7 @@ class RunConfig:
     lengths: tuple[int, ...] = _param((1172,), "token counts, each at least 300")
     cases: tuple[str, ...] = _param(CASES, "to measure (names or report labels, any case)")
     warmup: int = _param(50, "warm-up calls per variant")
-    blocks: int = _param(20, "paired blocks")
+    blocks: int = _param(DEFAULT_BLOCKS, "paired blocks")
     iterations: int = _param(20, "calls per variant per block")
     device: str = _param("auto", "auto, cpu or cuda")
     seed: int = _param(0, "seed of the block order")

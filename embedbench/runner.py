@@ -36,7 +36,13 @@ from tqdm.auto import tqdm
 
 import embedbench
 from embedbench.cases import AUTO_FAMILY, DEFAULT_FAMILY
-from embedbench.config import RunConfig, default_output_dir
+from embedbench.config import (
+    DEFAULT_BLOCKS,
+    DEFAULT_PROCESSES,
+    SMALL_DESIGN_DF,
+    RunConfig,
+    default_output_dir,
+)
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.harness import devices, freshness, stability, stats, sysinfo, windows
 from embedbench.harness.canary import Canary
@@ -564,6 +570,36 @@ class _Collector:
             self._writer().add_summary(self._rows.pop(key))
             self.completed.append(f"{key[0]}@{key[1]}")
 
+    def check_design(self, first: Share) -> None:
+        """After the first worker of a design with few degrees of freedom: one line with the
+        smallest reduction it can call (from that worker's blocks), and the record of it."""
+        config = self.prepared.config
+        if self.writer is None or not 1 <= config.processes - 1 <= SMALL_DESIGN_DF:
+            return
+        mine = {
+            f"{case}@{tokens}": [r for r in state.records.get(MICRO_SCOPE, []) if r["worker"] == 0]
+            for (case, tokens), state in self.cases.items()
+        }
+        found = summary.design_check(
+            {k: v for k, v in mine.items() if v},
+            workers=config.processes,
+            blocks_per_worker=first.block_count,
+        )
+        mdes = [v["mde_pct"] for v in found.values() if v["mde_pct"] is not None]
+        defaults = [v["default_design_mde_pct"] for v in found.values() if v["mde_pct"]]
+        if not mdes:
+            return
+        self.writer.update_metadata(
+            design_check={"from": "worker 0", "workers": config.processes, "cases": found}
+        )
+        self.log(
+            f"{config.processes} worker processes give {config.processes - 1} degree(s) of "
+            f"freedom: from worker 0's blocks, this run can call a reduction of "
+            f"{min(mdes):.0f}–{max(mdes):.0f} % at best (80 % power), against "
+            f"{min(defaults):.0f}–{max(defaults):.0f} % for --blocks {DEFAULT_BLOCKS} over "
+            f"{DEFAULT_PROCESSES} workers; smaller effects will read 'no detectable difference'"
+        )
+
     # -- guards and the end -----------------------------------------------------------------
 
     def recheck(self, before: str) -> None:
@@ -694,6 +730,8 @@ def _measure_in_workers(
             if share.worker:
                 collector.recheck(f"worker {share.worker}")
             _run_worker(share, collector, stop, log, spawning=parent.spawning)
+            if share.worker == 0:
+                collector.check_design(share)
 
 
 def _send_line(proc: subprocess.Popen, line: str) -> None:

@@ -480,3 +480,26 @@ def test_families_quick(tmp_path: Path) -> None:
     runs = json.loads(out.read_text())["runs"]
     assert [r["family"] for r in runs] == ["qwen2.5-omni", "qwen3-omni"]
     assert [r["embedding_shape"] for r in runs] == [[152064, 64], [152064, 64]]
+
+
+@pytest.mark.slow
+def test_interference_quick_counts_labels_and_reanalyses_kept_runs(
+    small_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The live path with a real neighbour (quiet, then the toggled hog), then --from."""
+    kept = tmp_path / "kept"
+    flags = ["--quick", "--pairs", "1", "--keep", str(kept)]
+    extra = ["--", "--model", str(small_checkpoint), "--cases", "text", "--allow-busy"]
+    res = _run([str(BENCH / "interference.py"), *flags, *extra], tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    for heading in ("#### Detection", "#### Unlabelled runs", "#### Every run"):
+        assert heading in res.stdout
+    assert "| quiet | 1 |" in res.stdout and "| hog on/off 3 s | 1 |" in res.stdout
+    assert "Canary cost: at most" in res.stdout
+    assert sorted(p.read_text() for p in kept.glob("run*.condition")) == [
+        "hog on/off 3 s",
+        "quiet",
+    ]
+    again = _run([str(BENCH / "interference.py"), "--from", str(kept)], tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "| quiet | 1 |" in again.stdout

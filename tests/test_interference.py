@@ -1,8 +1,14 @@
-"""A noisy neighbour, injected: a memory hog on another core must be seen by its effect.
+"""Noisy neighbours, injected: interference that ``/proc/stat`` lets through must be seen.
 
-The hog (benchmarks/neighbour.py) copies 64 MiB buffers on the other allowed core, which
-``/proc/stat`` of the measuring core never shows. A run under it must be labelled noisy
-(with ``--allow-busy``) or refused with one line (without it); never a plain stable run.
+``benchmarks/neighbour.py`` makes the neighbours:
+- CPU bursts on the measuring core itself (50 ms on, 100 ms off): a third of the core,
+  below the contention guard's threshold, so the run goes ahead, but every burst slows
+  the blocks it hits. The canary must label such a run noisy, or refuse it;
+- a memory hog on the other core (a 64 MiB copy loop), which the measuring core's
+  ``/proc/stat`` never shows. How much it slows the lookups depends on the machine (on
+  the CI machine's 260 MiB shared cache, a few per cent: docs/PERFORMANCE.md). Whatever
+  the effect, a run under it must never call Text, one lookup in both forms, faster or
+  slower unless it is labelled noisy.
 """
 
 from __future__ import annotations
@@ -14,64 +20,88 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import QUICK_DESIGN
 
 from embedbench.harness.isolation import allowed_cores
 
 REPO = Path(__file__).resolve().parents[1]
 NEIGHBOUR = REPO / "benchmarks" / "neighbour.py"
+BURSTS = ("--spin", "--on", "0.05", "--off", "0.1")
+# Five workers: an interval with 4 degrees of freedom can call a few per cent, so a
+# neighbour's bias on Text would show as a verdict.
+DESIGN = [
+    *("--lengths", "300", "--warmup", "5", "--blocks", "10", "--iterations", "10"),
+    *("--processes", "5", "--cases", "text", "audio"),
+]
 
 
 @pytest.fixture
 def neighbour():
-    """Start the hog on the highest allowed core (the run measures on the lowest)."""
-    cores = allowed_cores()
-    if len(cores) < 2:
-        pytest.skip("needs two allowed cores: one to measure, one for the neighbour")
-
-    def start(*args: str) -> subprocess.Popen:
-        cmd = [sys.executable, str(NEIGHBOUR), "--core", str(cores[-1]), "--seconds", "240"]
-        started.append(subprocess.Popen([*cmd, *args]))
-        return started[-1]
-
+    """Start neighbours; each is stopped when the test ends (and stops itself anyway)."""
+    if len(allowed_cores()) < 2:
+        pytest.skip("needs two allowed cores: the neighbour and the run's parent need one")
     started: list[subprocess.Popen] = []
+
+    def start(core: int, *args: str) -> None:
+        cmd = [sys.executable, str(NEIGHBOUR), "--core", str(core), "--seconds", "240", *args]
+        started.append(subprocess.Popen(cmd))
+
     yield start
     for proc in started:
         proc.terminate()
         proc.wait(timeout=30)
 
 
-def _run(out: Path, checkpoint: Path, *flags: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "embedbench", "run", "--model", str(checkpoint)]
-    cmd += [*QUICK_DESIGN, "--cpu-core", str(allowed_cores()[0])]
-    cmd += ["--cases", "text", "audio", "--no-progress", "--output-dir", str(out), *flags]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "EMBEDBENCH_HOST_WAIT_S": "3"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+def _run(out: Path, checkpoint: Path, *flags: str, **env: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "embedbench", "run", "--model", str(checkpoint), *DESIGN]
+    cmd += ["--cpu-core", str(allowed_cores()[0]), "--no-progress", "--output-dir", str(out)]
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "EMBEDBENCH_HOST_WAIT_S": "3", **env}
+    return subprocess.run(
+        [*cmd, *flags], capture_output=True, text=True, timeout=300, env=environment
+    )
 
 
-def test_a_memory_hog_on_another_core_is_labelled_noisy(neighbour, small_checkpoint, tmp_path):
-    neighbour("--on", "1", "--off", "0")
+def _host(out: Path) -> dict:
+    return json.loads((out / "metadata.json").read_text())["host_stability"]
+
+
+def test_bursts_the_core_guard_lets_through_are_labelled_noisy(
+    neighbour, small_checkpoint, tmp_path
+):
+    neighbour(allowed_cores()[0], *BURSTS)
     proc = _run(tmp_path / "out", small_checkpoint, "--allow-busy")
     assert proc.returncode == 0, proc.stderr
-    meta = json.loads((tmp_path / "out" / "metadata.json").read_text())
-    reading = meta["host_stability"]
+    reading = _host(tmp_path / "out")
     assert reading["verdict"] == "noisy", reading
-    assert reading["canary_reads"] > 0 and reading["reasons"]
+    assert any("canary reads disagree" in reason for reason in reading["reasons"]), reading
     assert "noisy host:" in proc.stdout  # the CLI's table says so
 
 
-def test_without_allow_busy_a_host_that_stays_noisy_is_refused_in_one_line(
+def test_without_allow_busy_bursts_are_refused_in_one_line_or_labelled(
     neighbour, small_checkpoint, tmp_path
 ):
-    neighbour("--on", "1", "--off", "0")
+    neighbour(allowed_cores()[0], *BURSTS)
     out = tmp_path / "out"
-    proc = _run(out, small_checkpoint)
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("embedbench: error")]
-    if proc.returncode == 0:  # the wait found a quiet moment: then the canary must label it
-        meta = json.loads((out / "metadata.json").read_text())
-        assert meta["host_stability"]["verdict"] == "noisy", meta["host_stability"]
+    # The contention guard's own windows (0.25 s): a third of the core is below its bar.
+    proc = _run(out, small_checkpoint, EMBEDBENCH_CONTENTION_WINDOW_S="")
+    if proc.returncode == 0:  # every probe found a gap between bursts: the run is labelled
+        assert _host(out)["verdict"] == "noisy", _host(out)
         return
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("embedbench:")]
     assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1 and "Traceback" not in proc.stderr
-    assert "host stayed noisy" in lines[0] and "--allow-busy" in lines[0]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr
+    assert "host stayed noisy" in errors[0] and "--allow-busy" in errors[0]
     assert "waiting up to 3 s for a quiet host" in proc.stderr
+
+
+def test_a_memory_hog_on_another_core_never_gives_an_unlabelled_wrong_text_verdict(
+    neighbour, small_checkpoint, tmp_path
+):
+    neighbour(allowed_cores()[-1], "--on", "1", "--off", "1")
+    proc = _run(tmp_path / "out", small_checkpoint, "--allow-busy")
+    assert proc.returncode == 0, proc.stderr
+    reading = _host(tmp_path / "out")
+    assert reading["canary_reads"] >= 2 * 2 * (10 + 10)  # both edges, every record
+    text = json.loads((tmp_path / "out" / "summary.json").read_text())[0]
+    assert text["case"] == "text"
+    if reading["verdict"] == "stable":
+        assert text["verdict"] == "no detectable difference", (text, reading)

@@ -307,6 +307,24 @@ def detectable_log_effect(
     return ncp * sd / math.sqrt(n * efficiency)
 
 
+def design_mde_pct(
+    block_log_ratios: Sequence[float],
+    *,
+    blocks_per_worker: int,
+    workers: int,
+    power: float = POWER,
+) -> float | None:
+    """The reduction % a design of ``workers`` workers of ``blocks_per_worker`` blocks calls
+    ``faster`` with ``power``, if each worker's headline varied only by the block noise
+    that ``block_log_ratios`` (one worker's per-block log-ratios) show: a lower bound, since
+    what differs between processes adds to it. None with fewer than 2 log-ratios."""
+    d = np.asarray(block_log_ratios, dtype=float)
+    if d.size < 2 or workers < 2 or blocks_per_worker < 1:
+        return None
+    sd_worker = float(np.std(d, ddof=1)) / math.sqrt(blocks_per_worker)
+    return _log_to_mde_pct(detectable_log_effect(sd_worker, workers, power=power))
+
+
 @dataclass(frozen=True)
 class ReductionInterval:
     """The one interval of a comparison: reduction % bounds, achieved level, method, MDE.

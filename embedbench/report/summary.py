@@ -10,6 +10,7 @@ import statistics
 from typing import Any
 
 from embedbench.cases import CASE_LABELS, VARIANTS
+from embedbench.config import DEFAULT_BLOCKS, DEFAULT_PROCESSES
 from embedbench.harness import diagnostics, stats
 from embedbench.harness.blocks import BlockTable, block_table
 
@@ -36,6 +37,29 @@ def faults_per_call(table: BlockTable) -> dict[str, float | None]:
         else None
         for name in VARIANTS
     }
+
+
+def design_check(
+    cases: dict[str, list[Record]], *, workers: int, blocks_per_worker: int
+) -> dict[str, dict[str, float | None]]:
+    """From one worker's records of each case (keyed ``case@tokens``): the reduction this
+    design can call at best (``stats.design_mde_pct``) and what the default design of
+    ``DEFAULT_BLOCKS`` blocks over ``DEFAULT_PROCESSES`` workers would reach."""
+    default_share = DEFAULT_BLOCKS // DEFAULT_PROCESSES
+    found = {}
+    for key, records in cases.items():
+        table = block_table(records)
+        base, fixed = (stats.block_medians(table.metric(v)) for v in VARIANTS)
+        d = stats.log_ratios(base, fixed)
+        found[key] = {
+            "mde_pct": stats.design_mde_pct(
+                d, blocks_per_worker=blocks_per_worker, workers=workers
+            ),
+            "default_design_mde_pct": stats.design_mde_pct(
+                d, blocks_per_worker=default_share, workers=DEFAULT_PROCESSES
+            ),
+        }
+    return found
 
 
 def invalid_row(case: str, tokens: int, *, error: str | None = None) -> dict[str, Any]:
