@@ -31,6 +31,9 @@ def test_run_end_to_end_writes_four_files_and_prints_the_pr_table(small_checkpoi
         "run", "--model", str(small_checkpoint), *QUICK, "--output-dir", str(out), "--no-progress"
     )
     assert proc.returncode == 0, proc.stderr
+    design = [line for line in proc.stderr.splitlines() if "degree(s) of freedom" in line]
+    assert len(design) == 1 and design[0].startswith("3 worker processes give 2 degree(s)")
+    assert "for --blocks 20 over 5 workers" in design[0]
     lines = proc.stdout.splitlines()
     header = lines.index(PR_HEADER)
     assert lines[header + 1] == "| --- | ---: | ---: | ---: |"

@@ -323,3 +323,29 @@ def test_the_wait_bound_comes_from_the_environment_or_is_refused(monkeypatch):
         monkeypatch.setenv(HOST_WAIT_ENV, bad)
         with pytest.raises(ConfigError, match=HOST_WAIT_ENV):
             host_wait_s()
+
+
+# --- the small-design line ----------------------------------------------------------------
+
+
+def test_a_design_with_fewer_workers_or_blocks_can_call_only_larger_reductions():
+    from embedbench.harness.stats import design_mde_pct, detectable_log_effect
+
+    d = list(np.random.default_rng(3).normal(-0.1, 0.05, 2))
+    three = design_mde_pct(d, blocks_per_worker=2, workers=3)
+    five = design_mde_pct(d, blocks_per_worker=4, workers=5)
+    assert three > five > 0
+    sd_worker = float(np.std(d, ddof=1)) / np.sqrt(2)
+    assert three == pytest.approx(100 * (1 - np.exp(-detectable_log_effect(sd_worker, 3))))
+    assert design_mde_pct(d[:1], blocks_per_worker=2, workers=3) is None
+
+
+def test_a_three_worker_run_records_what_its_design_can_call(small_run_dir):
+    import json
+
+    meta = json.loads((small_run_dir / "metadata.json").read_text())
+    check = meta["design_check"]
+    assert check["from"] == "worker 0" and check["workers"] == 3
+    assert set(check["cases"]) == {f"{case}@300" for case in meta["cases"]}
+    for figures in check["cases"].values():
+        assert figures["mde_pct"] > figures["default_design_mde_pct"] > 0
