@@ -84,7 +84,8 @@ def _stop(hog: subprocess.Popen | None) -> None:
 
 def canary_seconds(meta: dict[str, Any], records: Sequence[dict[str, Any]]) -> float:
     """Seconds spent in canary copies: every block edge's read, and every probe's copies
-    (each probe's median times its copies, from ``host_probes``)."""
+    (its last attempt's copies as recorded in ``host_probes``, earlier attempts at its
+    median)."""
     edges = sum(
         r.get(key) or 0.0
         for r in records
@@ -92,7 +93,10 @@ def canary_seconds(meta: dict[str, Any], records: Sequence[dict[str, Any]]) -> f
     )
     from embedbench.harness.canary import PROBE_COPIES
 
-    probes = sum(p["median_us"] * PROBE_COPIES * p.get("attempts", 1) for p in meta["host_probes"])
+    probes = sum(
+        sum(p.get("samples_us") or []) + p["median_us"] * PROBE_COPIES * (p.get("attempts", 1) - 1)
+        for p in meta["host_probes"]
+    )
     return (edges + probes) / 1e6
 
 

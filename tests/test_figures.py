@@ -487,7 +487,7 @@ def test_the_canary_trace_shows_each_block_edge_and_each_workers_median():
     result.metadata["canary"] = {"bytes": 8 * 2**20}
     fig = plots.canary_trace(result)
     assert fig.axes[0].get_title() == (
-        "Canary (8.0 MiB copy) at each block half's start and end: host stable"
+        "Canary (8.0 MiB copy) at each block half's edge: host stable"
     )
     assert len(_by_gid(fig, "median")) == 3  # one dashed step per worker
     assert "700–709 µs" in fig.alt_text and "host stable" in fig.alt_text

@@ -127,6 +127,17 @@ def test_probes_measured_anyway_make_the_run_noisy_and_the_cause_is_only_recorde
     assert forced.noisy and forced.probes_not_quiet == 1 and forced.probes == 2
 
 
+def test_a_run_whose_workers_kept_waiting_for_a_quiet_host_is_noisy():
+    reads = {0: _quiet(40), 1: _quiet(40, seed=1)}
+    limit = stability.WAITED_PROBES_LIMIT
+    waited = [{"quiet": True, "attempts": 2}] * (limit + 1) + [{"quiet": True, "attempts": 1}]
+    reading = stability.assess_host(_records(reads), probes=waited)
+    assert reading.noisy and reading.probes_waited == limit + 1
+    assert f"{limit + 1} of {limit + 2} probes" in reading.reasons[0]
+    few = stability.assess_host(_records(reads), probes=waited[1:])
+    assert few.verdict == stability.STABLE and few.probes_waited == limit
+
+
 def test_a_run_without_canary_reads_says_it_was_not_observed():
     reading = stability.assess_host([{"worker": 0, "canary_us_start": None}])
     assert reading.canary_reads == 0 and reading.workers == []
@@ -163,8 +174,14 @@ def test_the_canary_copies_one_lookup_output_and_is_read_at_every_block_edge():
         probes=timing.BlockProbes(canary=lambda: next(reads)),
     )
     edges = [(r.canary_us_start, r.canary_us_end) for r in records]
-    assert edges == [(1.0, 2.0), (3.0, 4.0), (5.0, 6.0), (7.0, 8.0)]
+    # one copy per edge: a block half starts where the one before it ended
+    assert edges == [(1.0, 2.0), (None, 3.0), (None, 4.0), (None, 5.0)]
     assert {(r.canary_device_us_start, r.canary_device_us_end) for r in records} == {(None, None)}
+    floor = timing.measure_timer_floor(
+        device="cpu", probes=timing.BlockProbes(canary=lambda: next(reads))
+    )
+    assert floor[0].canary_us_start == 6.0 and floor[1].canary_us_start is None
+    assert [r.canary_us_end for r in floor] == [float(i) for i in range(7, 17)]
 
 
 # --- the quiet-host wait ---------------------------------------------------------------

@@ -15,7 +15,8 @@ Pure functions on numbers; no I/O, no torch. Two readings, one rule each:
   worker, those ratios agree (``spread``: p90 − p10) and, case by case, the workers'
   group medians agree with each other (``between_workers``: the median over cases of
   slowest over fastest worker, minus 1). A run whose probes were not quiet (measured with
-  ``--allow-busy``) is noisy too.
+  ``--allow-busy``) is noisy too, and so is one whose workers had to wait for a quiet
+  probe more than ``WAITED_PROBES_LIMIT`` times.
 
 The verdict is ``stable`` or ``noisy``. It is decided from the canary's effect alone:
 busy other cores (from ``/proc/stat``) are recorded beside it as the likely cause, never
@@ -47,6 +48,10 @@ RUN_SPREAD_LIMIT = 0.45
 # Between workers: the median over cases of the slowest worker's group median over the
 # fastest's, minus 1 (quiet runs: at most 0.20).
 RUN_LEVEL_LIMIT = 0.30
+# More probes than this that were not quiet at their first copy burst (so the worker
+# waited, or measured anyway with --allow-busy) make the run noisy (quiet runs: at most 2
+# of their 35; under CPU bursts on the measuring core: 5 to 10).
+WAITED_PROBES_LIMIT = 3
 # How long the runner waits for a quiet probe before it refuses, and how often it looks.
 WAIT_MAX_S = 30.0
 WAIT_POLL_S = 1.0
@@ -147,6 +152,7 @@ class HostStability:
     between_workers: float | None
     probes_not_quiet: int
     probes: int
+    probes_waited: int = 0
     other_cores_busy: dict[str, float | None] = field(default_factory=dict)
     thresholds: dict[str, float] = field(default_factory=dict)
     canary_reads: int = 0
@@ -220,6 +226,7 @@ def _between_workers(groups: dict[Group, list[float]]) -> tuple[float | None, st
 
 def _thresholds() -> dict[str, float]:
     return {
+        "probes_waited": WAITED_PROBES_LIMIT,
         "probe_spread": PROBE_SPREAD_LIMIT,
         "probe_level": PROBE_LEVEL_LIMIT,
         "run_spread": RUN_SPREAD_LIMIT,
@@ -264,6 +271,12 @@ def assess_host(
             f"{len(not_quiet)} of {len(probes)} probes before a worker or case were not quiet "
             "(measured with --allow-busy)"
         )
+    waited = [p for p in probes if p.get("attempts", 1) > 1 or not p.get("quiet", True)]
+    if len(waited) > WAITED_PROBES_LIMIT and not not_quiet:
+        reasons.append(
+            f"{len(waited)} of {len(probes)} probes before a worker or case had to wait for a "
+            f"quiet host (limit {WAITED_PROBES_LIMIT})"
+        )
     return HostStability(
         verdict=NOISY if reasons else STABLE,
         reasons=reasons,
@@ -271,6 +284,7 @@ def assess_host(
         between_workers=between,
         probes_not_quiet=len(not_quiet),
         probes=len(probes),
+        probes_waited=len(waited),
         other_cores_busy=dict(other_cores_busy or {}),
         thresholds={
             **_thresholds(),

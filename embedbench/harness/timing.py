@@ -187,8 +187,13 @@ class BlockProbes:
     canary: ReadCanary = _nothing
     device_canary: ReadCanary = _nothing
 
-    def edge(self) -> tuple[float | None, float | None, float | None, float | None]:
-        """(cpu MHz, gpu MHz, canary µs, device canary µs) now."""
+    def edge(
+        self, *, canary: bool = True
+    ) -> tuple[float | None, float | None, float | None, float | None]:
+        """(cpu MHz, gpu MHz, canary µs, device canary µs) now; without ``canary`` the
+        canary's two are None (the previous block half's end read stands for them)."""
+        if not canary:
+            return self.read_mhz(), self.read_gpu_mhz(), None, None
         return self.read_mhz(), self.read_gpu_mhz(), self.canary(), self.device_canary()
 
 
@@ -201,12 +206,17 @@ class _TimingPath:
     probes: BlockProbes
 
 
-def _block(fn: Callable[[], Any], calls: int, path: _TimingPath, **label: Any) -> BlockRecord:
+def _block(
+    fn: Callable[[], Any], calls: int, path: _TimingPath, *, first: bool, **label: Any
+) -> BlockRecord:
     """Time one block of ``calls`` calls, with wall times, MHz and page faults around it.
 
     ``label`` names the block: device, case, tokens, scope, variant, block, position.
+    The canary is read at its end, and at its start only when it is the ``first`` of a
+    series: every later block half starts the instant the one before it ended, so that
+    end read is its start (one copy per edge, not two back to back).
     """
-    mhz_start, gpu_start, canary_start, device_start = path.probes.edge()
+    mhz_start, gpu_start, canary_start, device_start = path.probes.edge(canary=first)
     wall_start, faults_start = time.time(), _thread_minor_faults()
     samples = time_calls(fn, calls, path.sync, path.window)
     faults_end, wall_end = _thread_minor_faults(), time.time()
@@ -252,6 +262,7 @@ def measure_timer_floor(
             _empty_call,
             TIMER_FLOOR_CALLS,
             path,
+            first=block == 0,
             device=device,
             case=TIMER_CASE,
             tokens=0,
@@ -311,6 +322,7 @@ def measure_pair(
                     variants[name],
                     iterations,
                     path,
+                    first=not records,
                     device=device,
                     case=case,
                     tokens=tokens,

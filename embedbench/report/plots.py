@@ -743,8 +743,9 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
 
 
 def canary_trace(result: RunResult) -> ReportFigure | None:
-    """The canary (one host memory copy of a lookup's output size) at the start and end of
-    every block half, over wall time, coloured by the variant that ran, with each
+    """The canary (one host memory copy of a lookup's output size) read at every block
+    half's end (and a series' first start), over wall time, coloured by the variant that
+    had just run, with each
     worker's median as a dashed step: the machine's effective speed, the trace a VM's
     hidden CPU frequency leaves; None when the run recorded no canary."""
     frame = tables.blocks_frame(result)
@@ -755,9 +756,18 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
         return None
     fig = _new(11, 3.6)
     ax = fig.add_subplot()
-    handles = _clock_segments(ax, frame, "canary_us")
-    reading = result.metadata.get("host_stability") or {}
     t0 = frame["wall_start"].min()
+    handles = []
+    for variant in VARIANTS:
+        sub = frame[frame["variant"] == variant]
+        xs = pd.concat([sub["wall_start"], sub["wall_end"]]) - t0
+        ys = pd.concat([sub["canary_us_start"], sub["canary_us_end"]]).astype(float)
+        ax.plot(xs, ys, ls="", marker=".", ms=4, color=COLORS[variant], gid=variant)
+        label = f"{variant} ran"
+        handles.append(Line2D([], [], ls="", marker=".", color=COLORS[variant], label=label))
+    ax.set_xlabel("wall time since the first block (s)")
+    ax.grid(alpha=0.3)
+    reading = result.metadata.get("host_stability") or {}
     for worker in reading.get("workers") or []:
         sub = frame[frame["worker"] == worker["worker"]]
         if sub.empty:
@@ -771,10 +781,10 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
     verdict = tables.host_verdict(result.metadata)
     size = (result.metadata.get("canary") or {}).get("bytes")
     what = f"{size / 2**20:.1f} MiB copy" if size else "copy"
-    ax.set_title(f"Canary ({what}) at each block half's start and end: host {verdict}", fontsize=11)
+    ax.set_title(f"Canary ({what}) at each block half's edge: host {verdict}", fontsize=11)
     fig.alt_text = (
-        f"Line segments of the canary's copy time at the start and end of each block half over "
-        f"wall time, coloured by the variant that ran: {reads.min():.0f}–{reads.max():.0f} µs, "
+        f"Dots of the canary's copy time at each block half's edge over wall time, coloured "
+        f"by the variant that had just run: {reads.min():.0f}–{reads.max():.0f} µs, "
         f"median {reads.median():.0f}; host {verdict}."
     )
     return fig
