@@ -201,6 +201,18 @@ def _load(share: Share) -> tuple[checkpoint.ThinkerFacts, torch.Tensor, dict[str
 
 # Replaces stability.WAIT_MAX_S (seconds), e.g. short in tests.
 HOST_WAIT_ENV = "EMBEDBENCH_HOST_WAIT_S"
+# "off": no canary at all (no reads, no probes, host not observed), only to measure what
+# the canary itself costs or changes (benchmarks; docs/PERFORMANCE.md).
+CANARY_ENV = "EMBEDBENCH_CANARY"
+
+
+def canary_enabled() -> bool:
+    """False when ``EMBEDBENCH_CANARY`` is "off" (anything else but unset or "on" is
+    refused with ``ConfigError``)."""
+    raw = os.environ.get(CANARY_ENV, "on").strip().lower() or "on"
+    if raw not in ("on", "off"):
+        raise ConfigError(f"{CANARY_ENV} must be on or off, got {raw!r}")
+    return raw == "on"
 
 
 def host_wait_s() -> float:
@@ -237,9 +249,13 @@ class HostWatch:
     clock: Callable[[], float] = time.monotonic
     reference_us: float | None = None
     readings: list[stability.ProbeReading] = field(default_factory=list)
+    enabled: bool = True
 
-    def wait_until_quiet(self, before: str) -> stability.ProbeReading:
-        """Probe until quiet (or the wait runs out); emit and return the last reading."""
+    def wait_until_quiet(self, before: str) -> stability.ProbeReading | None:
+        """Probe until quiet (or the wait runs out); emit and return the last reading
+        (None, and nothing emitted, when the canary is off)."""
+        if not self.enabled:
+            return None
         start = self.clock()
         reading = stability.read_probe(self.canary.probe(), self.reference_us)
         attempts = 1
@@ -299,14 +315,14 @@ def measure_share(
     frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
     sync = sync_for(device)
     canary = Canary(canary_bytes(max(config.lengths), facts.hidden_size), device)
+    on = canary_enabled()
     probes = BlockProbes(
         read_mhz=read_mhz,
         read_gpu_mhz=devices.gpu_clock_reader(device),
-        canary=canary.copy_us,
-        device_canary=canary.device_us,
+        **({"canary": canary.copy_us, "device_canary": canary.device_us} if on else {}),
     )
     with isolated(share.cpu_core) as state:
-        watch = HostWatch(canary, share.worker, emit, allow_busy=config.allow_busy)
+        watch = HostWatch(canary, share.worker, emit, allow_busy=config.allow_busy, enabled=on)
         watch.wait_until_quiet("start")
         emit(
             {

@@ -366,3 +366,18 @@ def test_a_three_worker_run_records_what_its_design_can_call(small_run_dir):
     assert set(check["cases"]) == {f"{case}@300" for case in meta["cases"]}
     for figures in check["cases"].values():
         assert figures["mde_pct"] > figures["default_design_mde_pct"] > 0
+
+
+def test_the_canary_can_be_switched_off_to_measure_what_it_costs(monkeypatch):
+    from embedbench.errors import ConfigError
+    from embedbench.measure import CANARY_ENV, canary_enabled
+
+    monkeypatch.delenv(CANARY_ENV, raising=False)
+    assert canary_enabled()
+    monkeypatch.setenv(CANARY_ENV, "OFF")
+    assert not canary_enabled()
+    watch, events, _ = _watch([_bimodal()], enabled=False)
+    assert watch.wait_until_quiet("start") is None and events == []
+    monkeypatch.setenv(CANARY_ENV, "maybe")
+    with pytest.raises(ConfigError, match=CANARY_ENV):
+        canary_enabled()
