@@ -59,22 +59,22 @@ WAIT_POLL_S = 1.0
 MIN_READS = 5
 
 
-def spread(values: Sequence[float]) -> float:
-    """(p90 − p10) / median of ``values``: how much they disagree, scale-free."""
+def _relative_range(values: Sequence[float], low: float, high: float) -> float:
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
         raise ValueError("no canary reads")
-    p10, p50, p90 = np.percentile(arr, [10, 50, 90])
-    return float((p90 - p10) / p50) if p50 > 0 else float("inf")
+    bottom, middle, top = np.percentile(arr, [low, 50, high])
+    return float((top - bottom) / middle) if middle > 0 else float("inf")
+
+
+def spread(values: Sequence[float]) -> float:
+    """(p90 − p10) / median of ``values``: how much they disagree, scale-free."""
+    return _relative_range(values, 10, 90)
 
 
 def iqr_spread(values: Sequence[float]) -> float:
     """(q75 − q25) / median of ``values``."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size == 0:
-        raise ValueError("no canary copies")
-    q25, q50, q75 = np.percentile(arr, [25, 50, 75])
-    return float((q75 - q25) / q50) if q50 > 0 else float("inf")
+    return _relative_range(values, 25, 75)
 
 
 @dataclass(frozen=True)

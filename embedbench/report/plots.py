@@ -722,9 +722,7 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
     coloured by the variant that ran; None when no clock was recorded (CPU runs, or no
     NVML). A GPU that dropped to idle clocks in a gap shows as a low first block."""
     frame = tables.blocks_frame(result)
-    if frame.empty or "gpu_mhz_start" not in frame:
-        return None
-    clocks = pd.concat([frame["gpu_mhz_start"], frame["gpu_mhz_end"]]).dropna().astype(float)
+    clocks = _edge_reads(frame, "gpu_mhz")
     if clocks.empty:
         return None
     fig = _new(11, 3.6)
@@ -742,16 +740,21 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
     return fig
 
 
+def _edge_reads(frame: pd.DataFrame, prefix: str) -> pd.Series:
+    """Every ``{prefix}_start`` and ``{prefix}_end`` value recorded (empty when none)."""
+    if frame.empty or f"{prefix}_start" not in frame:
+        return pd.Series(dtype=float)
+    return pd.concat([frame[f"{prefix}_start"], frame[f"{prefix}_end"]]).dropna().astype(float)
+
+
 def canary_trace(result: RunResult) -> ReportFigure | None:
     """The canary (one host memory copy of a lookup's output size) read at every block
     half's end (and a series' first start), over wall time, coloured by the variant that
-    had just run, with each
-    worker's median as a dashed step: the machine's effective speed, the trace a VM's
-    hidden CPU frequency leaves; None when the run recorded no canary."""
+    had just run, with each worker's median as a dashed step: the machine's effective
+    speed, the trace a VM's hidden CPU frequency leaves; None when the run recorded no
+    canary."""
     frame = tables.blocks_frame(result)
-    if frame.empty or "canary_us_start" not in frame:
-        return None
-    reads = pd.concat([frame["canary_us_start"], frame["canary_us_end"]]).dropna().astype(float)
+    reads = _edge_reads(frame, "canary_us")
     if reads.empty:
         return None
     fig = _new(11, 3.6)
