@@ -3,12 +3,15 @@
 ``measure_share`` is what every worker process runs (and what ``run`` runs in its own
 process when ``processes=1``): it loads the embedding table itself, builds the
 target, pins and isolates, measures the timer floor, then for every case and length
-validates both variants, warms them up and times its blocks. It reports through an
+validates both variants, warms them up and times its blocks. A share with a ``factory``
+(``paired_benchmark``) instead imports the factory's two callables and times them as
+case ``paired`` (no checkpoint, target or validation). It reports through an
 ``emit`` callback of plain-JSON events and computes no statistics:
 
 - ``ready``: the target, the fingerprint of the code of each variant, the freshness
   check's report, the frequency source, the isolation state, where the table landed
-  in memory and what the canary is;
+  in memory and what the canary is (a factory's share: the factory instead of the
+  target, no freshness report and no table);
 - ``host_wait``: a probe of the canary was not quiet, so the share waits (one line);
 - ``host_probe``: the probe before the timer floor or a case, once it was quiet or the
   wait ran out (with ``--allow-busy``; without it the share stops with a usage error);
@@ -29,8 +32,12 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import importlib
 import marshal
 import os
+import site
+import sys
+import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -40,7 +47,7 @@ from typing import Any
 import torch
 
 from embedbench.config import RunConfig
-from embedbench.errors import ConfigError, HostNoisyError
+from embedbench.errors import ConfigError, HostNoisyError, one_line
 from embedbench.harness import devices, freshness, stability, sysinfo
 from embedbench.harness.canary import Canary, canary_bytes
 from embedbench.harness.devices import count_device_syncs, sync_for
@@ -90,7 +97,9 @@ HARNESS_MODULES = (
 
 @dataclass(frozen=True)
 class Share:
-    """What one process measures: every case and length of ``config``, blocks ``first..``.
+    """What one process measures: every case and length of ``config``, blocks ``first..``;
+    with a ``factory`` (``"package.module:function"``), that factory's two callables as
+    case ``paired`` instead (``model_dir`` and the cases of ``config`` are then unused).
 
     Plain JSON (``to_json``/``from_json``), so a worker process receives it on stdin.
     """
@@ -102,15 +111,139 @@ class Share:
     cpu_core: int
     device: str
     model_dir: str
+    factory: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON values."""
-        return {**asdict(self), "config": self.config.to_json()}
+        """Plain JSON values (no ``factory`` key for a share of ``run``)."""
+        data = {**asdict(self), "config": self.config.to_json()}
+        if self.factory is None:
+            del data["factory"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Share:
         """The inverse of ``to_json``."""
         return cls(**{**data, "config": RunConfig.from_mapping(data["config"])})
+
+
+# -- a factory's variants (``paired_benchmark``) ---------------------------------------------
+# ``"package.module:function"``: the function takes no arguments and returns
+# ``{"baseline": f, "fixed": g}``. The parent imports and calls it once to check it
+# (``load_factory``: a bad one is refused in one line before any worker starts); every
+# worker then imports and calls it again and times its share of the blocks.
+
+# The one case a factory's blocks are recorded under (tokens 0), as the in-process path.
+FACTORY_CASE = "paired"
+FACTORY_TOKENS = 0
+FACTORY_FORM = '"package.module:function"'
+
+
+@dataclass(frozen=True)
+class LoadedFactory:
+    """A checked factory: its variants and the directory its module was imported from."""
+
+    spec: str
+    variants: dict[str, Callable[[], Any]]
+    import_root: str | None
+
+
+def parse_factory(spec: str) -> tuple[str, str]:
+    """The module and function names of ``spec``; ``ConfigError`` unless it has the form
+    ``"package.module:function"``."""
+    module, sep, function = spec.strip().partition(":")
+    names = module.split(".")
+    if not sep or not function.isidentifier() or not all(n.isidentifier() for n in names):
+        raise ConfigError(
+            f"a factory must be {FACTORY_FORM} (a dotted module name, a colon, a function name), "
+            f"got {spec!r}"
+        )
+    if module == "__main__":
+        raise ConfigError(
+            f"the factory {spec!r} lives in __main__, which a worker process cannot import; "
+            f'move the function into a module (e.g. mybench.py) and pass "mybench:{function}"'
+        )
+    return module, function
+
+
+def load_factory(spec: str) -> LoadedFactory:
+    """Import ``spec``'s module, call its function once and check what it returns;
+    ``ConfigError`` (one line saying what to fix) for anything that would fail a worker."""
+    module_name, function_name = parse_factory(spec)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot import the factory's module {module_name!r} ({type(exc).__name__}: "
+            f"{one_line(exc)}); put its directory on sys.path (the current directory or "
+            "PYTHONPATH) or fix the name"
+        ) from exc
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise ConfigError(
+            f"module {module_name!r} has no function {function_name!r} (from the factory "
+            f"{spec!r}); define it there or fix the name"
+        )
+    try:
+        made = function()
+    except Exception as exc:
+        raise ConfigError(
+            f"calling the factory {spec!r} failed ({type(exc).__name__}: {one_line(exc)}); "
+            f"it must take no arguments and return {_expected()}"
+        ) from exc
+    return LoadedFactory(spec, _check_variants(spec, made), _import_root(module))
+
+
+def _expected() -> str:
+    return "{" + ", ".join(f'"{name}": <callable>' for name in VARIANTS) + "}"
+
+
+def _check_variants(spec: str, made: object) -> dict[str, Callable[[], Any]]:
+    """``made`` if it is a dict of exactly the two variants, each callable, in order."""
+    if not isinstance(made, dict) or set(made) != set(VARIANTS):
+        got = f"a dict with keys {list(made)}" if isinstance(made, dict) else type(made).__name__
+        raise ConfigError(f"the factory {spec!r} must return {_expected()}, got {got}")
+    for name in VARIANTS:
+        if not callable(made[name]):
+            raise ConfigError(
+                f"the factory {spec!r} returned {type(made[name]).__name__} for {name!r}; "
+                "it must be a zero-argument callable"
+            )
+    return {name: made[name] for name in VARIANTS}
+
+
+def _import_root(module: Any) -> str | None:
+    """The sys.path entry ``module`` was found under (None for a module without a file)."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).absolute()  # not resolved: a linked file is found where it is linked
+    depth = module.__name__.count(".") + (1 if path.name == "__init__.py" else 0)
+    return str(path.parents[depth])
+
+
+def _interpreter_dirs() -> list[Path]:
+    """The standard library and site-packages: a fresh interpreter finds them itself."""
+    paths = sysconfig.get_paths()
+    dirs = [paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths]
+    dirs += getattr(site, "getsitepackages", list)()
+    dirs.append(site.getusersitepackages())
+    return [Path(d).resolve() for d in dirs]
+
+
+def worker_paths(loaded: LoadedFactory) -> list[str]:
+    """What a worker needs on its PYTHONPATH to import the factory as this process did: the
+    module's import root, the current directory, then this process's other ``sys.path``
+    directories (those outside the interpreter's own, which it finds by itself)."""
+    own = _interpreter_dirs()
+    found: list[str] = []
+    for entry in [loaded.import_root, os.getcwd(), *sys.path]:
+        if entry is None:
+            continue
+        path = Path(entry or os.getcwd()).resolve()
+        inside = any(path == d or d in path.parents for d in own)
+        if path.is_dir() and not inside and str(path) not in found:
+            found.append(str(path))
+    return found
 
 
 def schedule_seed(config: RunConfig, case: str, tokens: int, worker: int, scope: str) -> int:
@@ -308,19 +441,17 @@ def measure_share(
     ``check_stop`` runs between blocks and may raise to stop; ``before_case`` runs
     before every case but the first (the runner's contention recheck).
     """
+    if share.factory is not None:
+        _measure_factory(share, emit, check_stop)
+        return
     config, device = share.config, torch.device(share.device)
     facts, table, placement = _load(share)
     target = build_target(config, facts, table)
     fresh = check_fresh(target)  # before anything is measured or reported
-    frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
     sync = sync_for(device)
     canary = Canary(canary_bytes(max(config.lengths), facts.hidden_size), device)
     on = canary_enabled()
-    probes = BlockProbes(
-        read_mhz=read_mhz,
-        read_gpu_mhz=devices.gpu_clock_reader(device),
-        **({"canary": canary.copy_us, "device_canary": canary.device_us} if on else {}),
-    )
+    frequency_source, probes = _block_probes(share, canary)
     with isolated(share.cpu_core) as state:
         watch = HostWatch(canary, share.worker, emit, allow_busy=config.allow_busy, enabled=on)
         watch.wait_until_quiet("start")
@@ -358,6 +489,77 @@ def measure_share(
             gc.collect()  # what the case left behind (gc stays disabled while timing)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+    emit({"event": "done", "worker": share.worker})
+
+
+def _block_probes(share: Share, canary: Canary) -> tuple[str, BlockProbes]:
+    """What is read at every block edge (MHz, GPU clock, and the canary unless it is off),
+    and the MHz source."""
+    frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
+    device = torch.device(share.device)
+    on = canary_enabled()
+    probes = BlockProbes(
+        read_mhz=read_mhz,
+        read_gpu_mhz=devices.gpu_clock_reader(device),
+        **({"canary": canary.copy_us, "device_canary": canary.device_us} if on else {}),
+    )
+    return frequency_source, probes
+
+
+def _measure_factory(share: Share, emit: Emit, check_stop: Callable[[], None]) -> None:
+    """A factory's share: import it and call it once, then the quiet-host wait, the timer
+    floor and this share's blocks of case ``paired``, as ``measure_share`` times a case."""
+    assert share.factory is not None
+    config, device = share.config, torch.device(share.device)
+    variants = load_factory(share.factory).variants
+    sync = sync_for(device)
+    canary = Canary(device=device)
+    frequency_source, probes = _block_probes(share, canary)
+    case, tokens = FACTORY_CASE, FACTORY_TOKENS
+    with isolated(share.cpu_core) as state:
+        watch = HostWatch(
+            canary, share.worker, emit, allow_busy=config.allow_busy, enabled=canary_enabled()
+        )
+        watch.wait_until_quiet("start")
+        emit(
+            {
+                "event": "ready",
+                "worker": share.worker,
+                "pid": os.getpid(),
+                "blocks": [share.first_block, share.first_block + share.block_count],
+                "factory": share.factory,
+                "code": {name: code_fingerprint(variants[name]) for name in VARIANTS},
+                "frequency_source": frequency_source,
+                "isolation": state.to_json(),
+                "canary": canary.describe(),
+            }
+        )
+        floor = measure_timer_floor(
+            device=device.type,
+            sync=sync,
+            probes=probes,
+            warmup=config.warmup,
+            window=config.timing_window,
+        )
+        emit(_records(share, TIMER_CASE, 0, TIMER_SCOPE, [r.to_json() for r in floor]))
+        watch.wait_until_quiet(f"{case}@{tokens}")
+        records = measure_pair(
+            variants,
+            case=case,
+            tokens=tokens,
+            warmup=config.warmup,
+            blocks=share.block_count,
+            iterations=config.iterations,
+            seed=schedule_seed(config, case, tokens, share.worker, MICRO_SCOPE),
+            device=device.type,
+            sync=sync,
+            probes=probes,
+            progress=lambda n: emit({"event": "progress", "calls": n}),
+            check_stop=check_stop,
+            first_block=share.first_block,
+            window=config.timing_window,
+        )
+        emit(_records(share, case, tokens, MICRO_SCOPE, [r.to_json() for r in records]))
     emit({"event": "done", "worker": share.worker})
 
 

@@ -12,11 +12,14 @@ and a worker waits after each event that changes a file until it is written (the
 handshake, see ``worker``): the parent never writes while a worker times. The host facts
 metadata.json records are gathered in ``prepare``, before any worker starts.
 ``paired_benchmark`` runs any two zero-argument callables through the same timing
-and statistics, in one process.
+and statistics: callables given as a dict in this one process, those of an importable
+factory (``"package.module:function"``) in worker processes as ``run`` does, their events
+kept in memory by a ``_PairedCollector`` (no output directory).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import selectors
@@ -24,12 +27,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from tqdm.auto import tqdm
@@ -65,18 +68,23 @@ from embedbench.harness.timing import (
     TIMER_SCOPE,
     BlockProbes,
     BlockRecord,
+    WorkerBlockRecord,
     derive_seed,
     measure_pair,
     measure_timer_floor,
 )
 from embedbench.measure import (
     ACK,
+    FACTORY_CASE,
+    FACTORY_TOKENS,
     HANDSHAKE_EVENTS,
     Event,
     HostWatch,
     Share,
     calls_per_share,
+    load_factory,
     measure_share,
+    worker_paths,
 )
 from embedbench.omni import checkpoint, families
 from embedbench.omni.targets import VARIANTS
@@ -385,6 +393,14 @@ class _CaseState:
     written: bool = False
 
 
+def _host_wait_line(event: Event) -> str:
+    """The one line of a worker's quiet-host wait."""
+    return (
+        f"waiting up to {event['max_wait_s']:.0f} s for a quiet host before "
+        f"{event['before']} (worker {event['worker']}): {event['reason']}"
+    )
+
+
 class _Collector:
     """Turns measurement events into the output directory (the writer starts at ``ready``)."""
 
@@ -429,10 +445,7 @@ class _Collector:
             self._ready(event)
             return
         if kind == "host_wait":
-            self.log(
-                f"waiting up to {event['max_wait_s']:.0f} s for a quiet host before "
-                f"{event['before']} (worker {event['worker']}): {event['reason']}"
-            )
+            self.log(_host_wait_line(event))
             return
         if kind == "host_probe":  # kept in memory, written with the next results
             self.host_probes.append({k: v for k, v in event.items() if k != "event"})
@@ -709,12 +722,13 @@ def _measure_in_process(prepared: PreparedRun, collector: _Collector, stop: Stop
     collector.worker_finished(share.worker, 0)
 
 
-def _worker_environment() -> dict[str, str]:
-    """This environment, with the imported embedbench first on the path: a worker runs
-    exactly the package this process runs."""
+def _worker_environment(extra: Sequence[str] = ()) -> dict[str, str]:
+    """This environment, with the imported embedbench first on the path (a worker runs
+    exactly the package this process runs), then ``extra`` (where a factory is found)."""
     root = str(Path(embedbench.__file__).resolve().parent.parent)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    paths = (root, *extra, env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return env
 
 
@@ -744,20 +758,29 @@ def _send_line(proc: subprocess.Popen, line: str) -> None:
         pass
 
 
+class _EventSink(Protocol):
+    """What ``_run_worker`` feeds: ``_Collector`` or ``_PairedCollector``."""
+
+    def handle(self, event: Event) -> None: ...
+
+    def worker_finished(self, worker: int, exit_code: int) -> None: ...
+
+
 def _run_worker(
     share: Share,
-    collector: _Collector,
+    collector: _EventSink,
     stop: StopFlag,
     log: Log,
     *,
     spawning: Callable[[], AbstractContextManager[None]] = nullcontext,
+    env: dict[str, str] | None = None,
 ) -> int:
     """Run one worker process to its end, feeding its events to ``collector``.
 
     The share goes as the first line of the worker's stdin; after each event of
     ``HANDSHAKE_EVENTS`` the worker waits until the collector has handled it (written
     what it changes) and one ``ACK`` line follows. ``spawning`` is where the process is
-    started (the cores it inherits).
+    started (the cores it inherits); ``env`` its environment (``_worker_environment()``).
     """
     with tempfile.TemporaryFile() as errors:
         with spawning():
@@ -766,7 +789,7 @@ def _run_worker(
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errors,
-                env=_worker_environment(),
+                env=_worker_environment() if env is None else env,
             )
         failure: Event | None = None
         try:
@@ -831,7 +854,10 @@ class PairedResult:
 
     ``host_us``, ``reduction_pct``, ``pr_reduction_pct``, ``reduction_ci95_pct`` and
     ``verdict`` read through to ``summary`` (the one place they are computed);
-    ``host_stability`` is the canary's reading of the host while it measured.
+    ``host_stability`` is the canary's reading of the host while it measured. From a
+    factory, the records are ``WorkerBlockRecord``s (each with its ``worker``) and
+    ``seed`` is the case's seed (as a run's summary row), each worker's schedule derived
+    from the run seed and its index.
     """
 
     summary: stats.PairSummary
@@ -876,7 +902,7 @@ def _log_host_wait(event: Event) -> None:
 
 
 def paired_benchmark(
-    variants: dict[str, Callable[[], Any]],
+    variants: dict[str, Callable[[], Any]] | str,
     *,
     warmup: int,
     blocks: int,
@@ -886,27 +912,49 @@ def paired_benchmark(
     device: str = "cpu",
     allow_busy: bool = False,
     timing_window: str = windows.DEFAULT_WINDOW,
+    processes: int | None = None,
 ) -> PairedResult:
     """Time two zero-argument callables, ``{"baseline": f, "fixed": g}``, like ``run`` does.
 
     Takes the host lock and refuses a busy core unless ``allow_busy``, as ``run`` does.
-    Unlike ``run``, it stays in this one process (arbitrary callables cannot be sent to
-    a fresh worker), so its interval is the within-process Hodges–Lehmann interval:
-    it does not see what differs between processes. ``blocks`` must be even.
-    ``timing_window`` is ``"pr"`` (the PR script's) or ``"tight"`` (see ``windows``).
+    ``blocks`` must be even. ``timing_window`` is ``"pr"`` (the PR script's) or
+    ``"tight"`` (see ``windows``).
+
+    ``variants`` as a dict: measured in this one process (arbitrary callables cannot be
+    sent to a fresh worker), so the interval is the within-process Hodges–Lehmann
+    interval: it does not see what differs between processes; ``processes`` must be
+    unset. As an importable factory ``"package.module:function"`` returning that dict:
+    spread over ``processes`` fresh worker processes as ``run`` spreads a case, with its
+    between-process t interval, which predicts a rerun (``_paired_in_workers``).
+    Unset, ``processes`` is ``DEFAULT_PROCESSES`` or the most that ``blocks // 2`` allows.
     """
+    design = {
+        "warmup": warmup,
+        "blocks": blocks,
+        "iterations": iterations,
+        "seed": seed,
+        "device": device,
+        "cpu_core": cpu_core,
+        "timing_window": timing_window,
+    }
+    if isinstance(variants, str):
+        config = _factory_config(processes, {**design, "allow_busy": allow_busy})
+        return _paired_in_workers(variants, config)
     if set(variants) != set(VARIANTS):
         raise ConfigError(f"variants must be exactly {list(VARIANTS)}, got {list(variants)}")
-    checked = RunConfig(
-        warmup=warmup,
-        blocks=blocks,
-        iterations=iterations,
-        seed=seed,
-        device=device,
-        cpu_core=cpu_core,
-        processes=1,
-        timing_window=timing_window,
-    )
+    if processes is not None and processes != 1:
+        raise ConfigError(
+            f"processes={processes} needs a factory: callables passed as a dict run in this "
+            'one process; pass "package.module:function" (a function returning the dict) '
+            "to spread the blocks over worker processes"
+        )
+    return _paired_in_process(variants, RunConfig(**design, processes=1), allow_busy)
+
+
+def _paired_in_process(
+    variants: dict[str, Callable[[], Any]], checked: RunConfig, allow_busy: bool
+) -> PairedResult:
+    """Every block of ``variants`` in this process, pinned to the measuring core."""
     dev = resolve_device(checked.device)
     core = resolve_cpu_core(checked.cpu_core)
     sync = sync_for(dev)
@@ -944,3 +992,120 @@ def paired_benchmark(
         [*floor, *records], probes=[reading.to_json() for reading in watch.readings]
     )
     return PairedResult(pair, schedule_seed, records, floor, host)
+
+
+def _factory_config(processes: int | None, design: dict[str, Any]) -> RunConfig:
+    """The design of a factory's run: ``processes`` as given (RunConfig refuses one that
+    ``blocks`` cannot hold), else the default, lowered to what ``blocks // 2`` allows with
+    one line on stderr."""
+    if processes is not None:
+        return RunConfig(**design, processes=processes)
+    checked = RunConfig(**design, processes=1)
+    fitted = min(DEFAULT_PROCESSES, checked.blocks // 2)
+    if fitted < DEFAULT_PROCESSES:
+        alone = " (one worker: the within-process interval)" if fitted == 1 else ""
+        _stderr(
+            f"paired_benchmark: blocks={checked.blocks} allows at most {fitted} worker "
+            f"process(es) (blocks / 2), so it runs processes={fitted}{alone} instead of "
+            f"{DEFAULT_PROCESSES}; pass blocks={2 * DEFAULT_PROCESSES} or more for "
+            f"{DEFAULT_PROCESSES}"
+        )
+    return dataclasses.replace(checked, processes=fitted)
+
+
+class _PairedCollector:
+    """The events of a factory's workers, kept in memory: ``_Collector``'s ``handle`` and
+    ``worker_finished``, without an output directory."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self.records: list[dict[str, Any]] = []
+        self.floor: list[dict[str, Any]] = []
+        self.probes: list[dict[str, Any]] = []
+        self.exit_codes: dict[int, int] = {}
+        self._first_ready: Event | None = None
+
+    def handle(self, event: Event) -> None:
+        """Take one event of ``measure.measure_share`` (a factory's share)."""
+        kind = event["event"]
+        if kind == "ready":
+            self._same_code(event)
+        elif kind == "host_wait":
+            self.log(_host_wait_line(event))
+        elif kind == "host_probe":
+            self.probes.append({k: v for k, v in event.items() if k != "event"})
+        elif kind == "records":
+            timer = event["scope"] == TIMER_SCOPE
+            (self.floor if timer else self.records).extend(event["records"])
+
+    def _same_code(self, event: Event) -> None:
+        """Every worker must time the bytecode the first one timed."""
+        first = self._first_ready
+        if first is None:
+            self._first_ready = event
+        elif event["code"] != first["code"]:
+            raise WorkerError(
+                f"worker {event['worker']} timed different code than worker "
+                f"{first['worker']} (was the factory's module edited during the run?); "
+                "rerun without editing it"
+            )
+
+    def worker_finished(self, worker: int, exit_code: int) -> None:
+        """Keep how a worker ended."""
+        self.exit_codes[worker] = exit_code
+
+    def result(self, config: RunConfig) -> PairedResult:
+        """The summary over every worker's blocks (the between-process interval) and the
+        canary's reading of the host."""
+        pair = summary.summarize_records(self.records)
+        host = stability.assess_host([*self.floor, *self.records], probes=self.probes)
+        return PairedResult(
+            pair,
+            derive_seed(config.seed, FACTORY_CASE, FACTORY_TOKENS),
+            [WorkerBlockRecord.from_json(r) for r in self.records],
+            [WorkerBlockRecord.from_json(r) for r in self.floor],
+            host,
+        )
+
+
+def _factory_shares(spec: str, config: RunConfig, core: int, device: str) -> list[Share]:
+    """Each worker's share of a factory's blocks."""
+    return [
+        Share(
+            config=config,
+            worker=worker,
+            first_block=span.start,
+            block_count=len(span),
+            cpu_core=core,
+            device=device,
+            model_dir="",
+            factory=spec,
+        )
+        for worker, span in enumerate(config.worker_blocks())
+    ]
+
+
+def _paired_in_workers(spec: str, config: RunConfig) -> PairedResult:
+    """A factory's blocks over ``config.processes`` fresh workers, one after the other on
+    the measuring core, under the host lock and the contention guard (again between
+    workers), this process pinned away meanwhile. The factory is imported and called
+    here first, so a bad one is refused before any worker starts."""
+    loaded = load_factory(spec)
+    env = _worker_environment(worker_paths(loaded))
+    del loaded  # what the factory built here is not needed: every worker builds its own
+    dev = resolve_device(config.device)
+    core = resolve_cpu_core(config.cpu_core)
+    collector = _PairedCollector(_stderr)
+    with host_lock():
+        affinity = allowed_cores()
+        check_contention(core, allow_busy=config.allow_busy, candidates=affinity)
+        with stop_requests() as stop, pinned_away(core, affinity) as parent:
+            for share in _factory_shares(spec, config, core, str(dev)):
+                stop.check()
+                if share.worker:
+                    window = guard_window_s(RECHECK_WINDOW_S)
+                    check_contention(
+                        core, allow_busy=config.allow_busy, candidates=affinity, window_s=window
+                    )
+                _run_worker(share, collector, stop, _stderr, spawning=parent.spawning, env=env)
+    return collector.result(config)

@@ -50,6 +50,7 @@ TIERS = {
         *("test_selftest.py", "test_windows.py", "test_workers.py", "test_quiet_parent.py"),
         "test_interference.py",  # a memory hog on the other core, real runs under it
         "test_torch_free.py",  # CLI subprocesses with torch blocked; its notebook test: notebook
+        "test_paired_factory.py",  # a factory's callables in worker processes; refusals: unit
     ],
     "notebook": ["test_notebooks.py"],
     "integration": ["test_vllm_omni_integration.py"],

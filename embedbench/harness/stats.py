@@ -17,7 +17,8 @@ One interval per comparison, and the verdict, the gate and the MDE all use it:
   temporal regimes) as well as the block noise inside each worker, so it predicts
   a rerun; for equal block counts per worker it is exact under normality whatever
   the split between the two levels of noise (see ``worker_t_interval``);
-- **one process** (``processes=1``, the original design, and ``paired_benchmark``):
+- **one process** (``processes=1``, the original design, and ``paired_benchmark`` with
+  a dict of callables):
   the Hodges–Lehmann interval of the per-block log-ratios, exact and
   distribution-free, labelled with its achieved level (below 95 % for n <= 5). It
   sees only the noise inside that process.

@@ -18,7 +18,7 @@ import hashlib
 import resource
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -80,6 +80,19 @@ class BlockRecord:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
         return asdict(self)
+
+
+@dataclass(kw_only=True)
+class WorkerBlockRecord(BlockRecord):
+    """A ``BlockRecord`` measured in a worker process, with that worker's index."""
+
+    worker: int
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> WorkerBlockRecord:
+        """The record of a worker's ``records`` event (keys it does not know are ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in row.items() if key in names})
 
 
 def derive_seed(seed: int, *parts: object) -> int:
