@@ -267,7 +267,10 @@ def test_selftest_command_prints_a_line_and_writes_json(tmp_path):
     assert proc.stdout.startswith("self-test PASSED") or proc.stdout.startswith("self-test FAILED")
     result = json.loads(out.read_text())
     assert result["design"]["delay_us"] == 50.0 and result["design"]["blocks"] == 8
-    assert len(result["checks"]) == 5 and len(proc.stdout.strip().splitlines()) == 6
+    lines = proc.stdout.strip().splitlines()
+    assert len(result["checks"]) == 5 and len(lines) == 7
+    assert lines[-1].startswith(("  host stable: ", "  host noisy: "))  # the canary's reading
+    assert result["host_stability"]["verdict"] in ("stable", "noisy")
     assert (proc.returncode == 0) == result["passed"]
 
 
