@@ -63,7 +63,8 @@ def test_a_known_difference_over_three_workers(started):
     # The canary at both edges of every block and its reading, with each worker's probes.
     assert all(r.canary_us_end > 0 for r in result.records)  # one read per block edge
     host = result.host_stability
-    assert host.canary_reads == 2 * (12 + 3 * TIMER_BLOCKS)
+    # one read per block edge: each worker's series (timer floor, its 4 halves) starts once
+    assert host.canary_reads == 3 * ((TIMER_BLOCKS + 1) + (4 + 1))
     assert host.probes == 3 * 2  # before each worker's timer floor and before its blocks
     assert [w.worker for w in host.workers] == [0, 1, 2]
 
