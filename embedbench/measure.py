@@ -472,14 +472,7 @@ def measure_share(
                 "canary": canary.describe(),
             }
         )
-        floor = measure_timer_floor(
-            device=device.type,
-            sync=sync,
-            probes=probes,
-            warmup=config.warmup,
-            window=config.timing_window,
-        )
-        emit(_records(share, TIMER_CASE, 0, TIMER_SCOPE, [r.to_json() for r in floor]))
+        _timer_floor(share, emit, sync, probes)
         pairs = case_order(share)
         for index, (tokens, case) in enumerate(pairs):
             if index:
@@ -490,6 +483,19 @@ def measure_share(
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     emit({"event": "done", "worker": share.worker})
+
+
+def _timer_floor(share: Share, emit: Emit, sync: Callable[[], None], probes: BlockProbes) -> None:
+    """Time the empty call through the share's window after its warm-up; emit the records."""
+    config = share.config
+    floor = measure_timer_floor(
+        device=torch.device(share.device).type,
+        sync=sync,
+        probes=probes,
+        warmup=config.warmup,
+        window=config.timing_window,
+    )
+    emit(_records(share, TIMER_CASE, 0, TIMER_SCOPE, [r.to_json() for r in floor]))
 
 
 def _block_probes(share: Share, canary: Canary) -> tuple[str, BlockProbes]:
@@ -534,14 +540,7 @@ def _measure_factory(share: Share, emit: Emit, check_stop: Callable[[], None]) -
                 "canary": canary.describe(),
             }
         )
-        floor = measure_timer_floor(
-            device=device.type,
-            sync=sync,
-            probes=probes,
-            warmup=config.warmup,
-            window=config.timing_window,
-        )
-        emit(_records(share, TIMER_CASE, 0, TIMER_SCOPE, [r.to_json() for r in floor]))
+        _timer_floor(share, emit, sync, probes)
         watch.wait_until_quiet(f"{case}@{tokens}")
         records = measure_pair(
             variants,
