@@ -58,6 +58,7 @@ from embedbench.harness.timing import (
     TIMER_CASE,
     TIMER_SCOPE,
     BlockProbes,
+    BlockRecord,
     derive_seed,
     measure_pair,
     measure_timer_floor,
@@ -485,6 +486,38 @@ def measure_share(
     emit({"event": "done", "worker": share.worker})
 
 
+def _time_pair(
+    share: Share,
+    variants: dict[str, Callable[[], Any]],
+    label: tuple[str, int, str],
+    emit: Emit,
+    sync: Callable[[], None],
+    probes: BlockProbes,
+    check_stop: Callable[[], None],
+) -> list[BlockRecord]:
+    """Warm up and time this share's blocks of ``variants`` for ``label`` (case, tokens,
+    scope) in the share's design and window, reporting progress through ``emit``."""
+    config = share.config
+    case, tokens, scope = label
+    return measure_pair(
+        variants,
+        case=case,
+        tokens=tokens,
+        warmup=config.warmup,
+        blocks=share.block_count,
+        iterations=config.iterations,
+        seed=schedule_seed(config, case, tokens, share.worker, scope),
+        device=torch.device(share.device).type,
+        sync=sync,
+        probes=probes,
+        progress=lambda n: emit({"event": "progress", "calls": n}),
+        check_stop=check_stop,
+        scope=scope,
+        first_block=share.first_block,
+        window=config.timing_window,
+    )
+
+
 def _timer_floor(share: Share, emit: Emit, sync: Callable[[], None], probes: BlockProbes) -> None:
     """Time the empty call through the share's window after its warm-up; emit the records."""
     config = share.config
@@ -542,21 +575,8 @@ def _measure_factory(share: Share, emit: Emit, check_stop: Callable[[], None]) -
         )
         _timer_floor(share, emit, sync, probes)
         watch.wait_until_quiet(f"{case}@{tokens}")
-        records = measure_pair(
-            variants,
-            case=case,
-            tokens=tokens,
-            warmup=config.warmup,
-            blocks=share.block_count,
-            iterations=config.iterations,
-            seed=schedule_seed(config, case, tokens, share.worker, MICRO_SCOPE),
-            device=device.type,
-            sync=sync,
-            probes=probes,
-            progress=lambda n: emit({"event": "progress", "calls": n}),
-            check_stop=check_stop,
-            first_block=share.first_block,
-            window=config.timing_window,
+        records = _time_pair(
+            share, variants, (case, tokens, MICRO_SCOPE), emit, sync, probes, check_stop
         )
         emit(_records(share, case, tokens, MICRO_SCOPE, [r.to_json() for r in records]))
     emit({"event": "done", "worker": share.worker})
@@ -645,22 +665,8 @@ def _measure_case(
     try:
         timed = []
         for scope, variants in scopes:
-            records = measure_pair(
-                variants,
-                case=case,
-                tokens=tokens,
-                warmup=config.warmup,
-                blocks=share.block_count,
-                iterations=config.iterations,
-                seed=schedule_seed(config, case, tokens, share.worker, scope),
-                device=torch.device(share.device).type,
-                sync=sync,
-                probes=probes,
-                progress=lambda n: emit({"event": "progress", "calls": n}),
-                check_stop=check_stop,
-                scope=scope,
-                first_block=share.first_block,
-                window=config.timing_window,
+            records = _time_pair(
+                share, variants, (case, tokens, scope), emit, sync, probes, check_stop
             )
             timed.append((scope, [r.to_json() for r in records]))
     except Exception as exc:  # a crash inside a wrapper: record it, go on with the next case

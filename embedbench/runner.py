@@ -895,10 +895,7 @@ class PairedResult:
 def _log_host_wait(event: Event) -> None:
     """The one line of a quiet-host wait, on stderr (other probe events are not kept)."""
     if event["event"] == "host_wait":
-        _stderr(
-            f"waiting up to {event['max_wait_s']:.0f} s for a quiet host before "
-            f"{event['before']}: {event['reason']}"
-        )
+        _stderr(_host_wait_line(event))
 
 
 def paired_benchmark(
