@@ -15,10 +15,11 @@ statistics of a real run, in one process), with carriers from ``carriers``:
 3. **schedule and labels**: the carriers log their own calls. Each must have run
    first in exactly half of the blocks, and for every block the harness's records must
    name as first the carrier that really ran first.
-4. **interval size**: the verdict interval's half-width against an independent one from
-   the same raw records, ``t · s / √n`` of the per-block log-ratios with ``s`` the
-   geometric mean of their sd and 1.4826 · MAD (a rank-based interval sits between the
-   two): their ratio must lie within [1/3, 3].
+4. **interval size**: the verdict interval against one recomputed here from the raw
+   records by another route: the per-block log-ratios' signed-rank test (scipy's exact
+   Wilcoxon) inverted over every candidate shift. Both ends must agree within 1 % of the
+   half-width. (A yardstick from the blocks' sd or MAD is not one: a rank interval over
+   10 blocks with two slow ones is legitimately six times wider than either suggests.)
 5. **host column**: a pair that differs only by an off-CPU sleep, which host latency
    sees and the calling thread's CPU time does not: the harness must recover the
    sleep's wall time as the plain loop measures it (±30 %).
@@ -43,7 +44,7 @@ from embedbench.jsonvalues import plain
 TOLERANCE = 0.15
 SLEEP_TOLERANCE = 0.30
 SLEEP_US = 200.0
-INTERVAL_RATIO = (1 / 3, 3.0)
+INTERVAL_AGREEMENT = 0.01
 
 
 def evaluate(
@@ -209,23 +210,51 @@ def _block_medians(pair: Any, variant: str, column: int = 0) -> np.ndarray:
     return np.array([np.median([s[column] for s in r.samples_us]) for r in records])
 
 
+def inverted_signed_rank_interval(d: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The shifts θ that scipy's exact two-sided Wilcoxon test of ``d − θ`` does not reject.
+
+    The test statistic only changes where θ crosses a Walsh average, so one candidate
+    between each neighbouring pair (and one beyond each end) decides every θ.
+    """
+    i, j = np.triu_indices(d.size)
+    walsh = np.sort((d[i] + d[j]) / 2.0)
+    gaps = np.diff(walsh)
+    step = float(gaps[gaps > 0].min()) if np.any(gaps > 0) else 1.0
+    candidates = np.concatenate(
+        ([walsh[0] - step], (walsh[:-1] + walsh[1:]) / 2.0, [walsh[-1] + step])
+    )
+    accepted = [
+        k
+        for k, theta in enumerate(candidates)
+        if sps.wilcoxon(d - theta, method="exact").pvalue > 1.0 - confidence
+    ]
+    if not accepted:
+        return float(walsh[0]), float(walsh[-1])
+    # Candidate k lies between walsh[k - 1] and walsh[k]; the accepted run's ends are
+    # the Walsh averages that bound it.
+    return float(walsh[max(accepted[0] - 1, 0)]), float(walsh[min(accepted[-1], walsh.size - 1)])
+
+
 def _interval_check(pair: Any) -> Check:
     d = np.log(_block_medians(pair, "fixed") / _block_medians(pair, "baseline"))
     n = d.size
-    robust_sd = 1.4826 * float(np.median(np.abs(d - np.median(d))))
-    # Between the tail-blind MAD and the tail-driven sd, as a rank-based interval is.
-    sd = math.sqrt(robust_sd * float(np.std(d, ddof=1)))
-    expected = float(sps.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
     low, high = pair.reduction_ci95_pct
-    harness = (math.log(1 - low / 100.0) - math.log(1 - high / 100.0)) / 2.0
-    if expected == 0.0:
-        return Check("interval size", True, "no spread between blocks to compare with")
-    ratio = harness / expected
-    passed = INTERVAL_RATIO[0] <= ratio <= INTERVAL_RATIO[1]
+    # reduction % = 100 · (1 − fixed/baseline): its low end is the log-ratio's high end.
+    harness = (math.log(1 - high / 100.0), math.log(1 - low / 100.0))
+    expected = inverted_signed_rank_interval(d, stats.CONFIDENCE)
+    half = (expected[1] - expected[0]) / 2.0
+    off = max(abs(harness[0] - expected[0]), abs(harness[1] - expected[1]))
+    passed = off <= INTERVAL_AGREEMENT * half if half > 0 else off < 1e-12
+    ratio = ((harness[1] - harness[0]) / 2.0) / half if half > 0 else 1.0
     detail = (
-        f"half-width {100 * harness:.3f} % of log-ratio against {100 * expected:.3f} % from "
-        f"the blocks' own spread: ratio {ratio:.2f} (allowed "
-        f"{INTERVAL_RATIO[0]:.2f}–{INTERVAL_RATIO[1]:.0f})"
+        f"half-width {100 * (harness[1] - harness[0]) / 2:.3f} % of log-ratio; the "
+        f"signed-rank test inverted over the same {n} blocks gives {100 * half:.3f} %: "
+        f"ratio {ratio:.2f}, ends "
+        + (
+            "agree"
+            if passed
+            else f"off by {100 * off:.3f} % (allowed {100 * INTERVAL_AGREEMENT:.0f} % of it)"
+        )
     )
     return Check("interval size", passed, detail, {"ratio": ratio, "blocks": n})
 
