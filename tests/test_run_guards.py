@@ -60,8 +60,12 @@ def test_a_busy_pinned_core_is_refused_before_anything_is_written(small_checkpoi
         spinner.kill()
         spinner.wait()
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert f"cpu core {busy_core} is" in proc.stderr and "--allow-busy" in proc.stderr
+    # One error line. With the default windows the I/O guard may first say it waits for
+    # writeback from other processes (a progress line, not part of the error).
+    *waits, error = proc.stderr.splitlines()
+    assert all(line.startswith("waiting up to") for line in waits), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"cpu core {busy_core} is" in error and "--allow-busy" in error
     assert not out.exists()
 
 
