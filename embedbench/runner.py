@@ -200,6 +200,9 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
             family=_source_family(config),
         )["repo"]
     code_fresh = check_loaded_code(config, checkout=checkout)
+    # The run's first line, once the quick refusals are behind it: a derived design.
+    for note in config.design.notes():
+        log(note)
     if config.model is None:
         family = families.requested_family(config.family, has_model=False)
         model_dir = checkpoint.default_synthetic_checkpoint(progress=log, family=family)
@@ -317,6 +320,8 @@ def _metadata(
         "blocks": config.blocks,
         "iterations": config.iterations,
         "processes": config.processes,
+        "processes_source": config.processes_source,
+        "blocks_source": config.blocks_source,
         "timing_window": config.timing_window,
         "timing_window_description": windows.describe(config.timing_window),
         "lm_shim": config.lm_shim,
