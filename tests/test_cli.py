@@ -307,6 +307,26 @@ def test_an_explicit_processes_the_blocks_cannot_hold_is_refused_as_before(capsy
     )
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["run", "--iters", "5"], "--iters 5; did you mean --iterations?"),
+        (["run", "--iters=5"], "--iters=5; did you mean --iterations?"),
+        (["run", "--iters", "5", "--blok", "6"], "--iterations for --iters, --blocks for --blok?"),
+        (["run", "--zzzzzz"], "unrecognized arguments: --zzzzzz"),
+        (["selftest", "--delay", "5", "--iters", "3"], "did you mean --iterations?"),
+    ],
+)
+def test_an_unknown_flag_names_its_subcommand_help_and_the_closest_flag(argv, says, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    command = argv[0]
+    assert err.startswith(f"embedbench {command}: error: unrecognized arguments: ")
+    assert err.endswith(f" (see embedbench {command} --help)\n") and err.count("\n") == 1
+    assert says in err
+
+
 def test_a_run_without_processes_says_so_first_and_records_it(small_checkpoint, tmp_path):
     out = tmp_path / "out"
     proc = _run(
