@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.embedbench-installed
 # Executed notebooks and their HTML: git-ignored (under embedbench-results/), one per call.
 NB_OUT ?= embedbench-results/notebooks
+# Where make run's results go: one directory per run, named by the notebook's timestamp.
+RESULTS ?= embedbench-results
 # JUPYTER_PATH makes "python3" the venv's kernel even if ~/.local has another.
 PAPERMILL := JUPYTER_PATH=$(VENV)/share/jupyter $(VENV)/bin/papermill
 # Offline HTML: the lab template without require.js, MathJax or mermaid from a CDN.
@@ -28,14 +30,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-# The main job: run.ipynb through papermill on the embedded default, then HTML.
+# The main job: run.ipynb through papermill on the embedded default, then HTML. The
+# notebook and the results directory share one timestamp; the last line is the results.
 run: setup
 	@mkdir -p $(NB_OUT)
-	@nb=$(NB_OUT)/run-$(NOW); set -ex; \
-	$(PAPERMILL) notebooks/run.ipynb $$nb.ipynb; \
+	@stamp=$(NOW); nb=$(NB_OUT)/run-$$stamp; results=$(RESULTS)/$$stamp; set -ex; \
+	$(PAPERMILL) notebooks/run.ipynb $$nb.ipynb -p output_dir "$$results"; \
 	$(NBCONVERT) $$nb.ipynb; \
-	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser);" \
-	"the results are in the newest directory under embedbench-results/"
+	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser)"; \
+	echo "results: $$results"
 
 # Re-render an existing run: make report DIR=embedbench-results/<UTC time> (default: newest).
 report: setup
@@ -46,8 +49,11 @@ report: setup
 	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser)"
 
 # Side by side: make compare DIRS="embedbench-results/A /tmp/omni-h100" (with the PR's table).
+# Each dir is checked first, with embedbench validate's one line: papermill never starts
+# on a dir that is not a run's results.
 compare: setup
 	@test -n "$(strip $(DIRS))" || { echo 'usage: make compare DIRS="DIR1 DIR2"' >&2; exit 2; }
+	@for dir in $(DIRS); do $(PY) -m embedbench validate "$$dir" >/dev/null || exit 2; done
 	@mkdir -p $(NB_OUT)
 	@nb=$(NB_OUT)/compare-$(NOW); set -ex; \
 	$(PAPERMILL) notebooks/compare.ipynb $$nb.ipynb \

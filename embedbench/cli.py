@@ -12,6 +12,7 @@ and ``report``, ``validate`` and ``gate`` run where torch is not installed.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -34,10 +35,46 @@ EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line and exit 2."""
+    """An argument parser whose errors are one line and exit 2; an unknown option is
+    reported by the subcommand it was given to, with the closest option it has."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self._subcommand(getattr(parsed, "command", None))
+            parser.error(unrecognized(extras, _long_options(parser)))
+        return parsed
+
+    def _subcommand(self, command: str | None) -> argparse.ArgumentParser:
+        """The parser of ``command`` (this one when there is none)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                return action.choices[command]
+        return self
+
+
+def _long_options(parser: argparse.ArgumentParser) -> list[str]:
+    return [flag for a in parser._actions for flag in a.option_strings if flag.startswith("--")]
+
+
+def unrecognized(extras: Sequence[str], options: Sequence[str]) -> str:
+    """argparse's complaint about ``extras``, with the closest of ``options`` for each
+    unknown option that has one: ``--iters`` -> ``did you mean --iterations?``."""
+    guesses = []
+    for extra in extras:
+        flag = extra.split("=", 1)[0]
+        if flag.startswith("--"):
+            close = difflib.get_close_matches(flag, options, n=1)
+            guesses += [(flag, close[0])] if close else []
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    if len(guesses) == 1:
+        return f"{message}; did you mean {guesses[0][1]}?"
+    if guesses:
+        return f"{message}; did you mean {', '.join(f'{g} for {f}' for f, g in guesses)}?"
+    return message
 
 
 def _add_run_parser(sub: argparse._SubParsersAction) -> None:

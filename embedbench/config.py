@@ -18,6 +18,7 @@ from typing import Any
 
 from embedbench.cases import AUTO_FAMILY, CASE_LABELS, CASES, FAMILIES, MIN_TOKENS
 from embedbench.errors import ConfigError
+from embedbench.harness.design import DEFAULT_BLOCKS, DEFAULT_PROCESSES, Design, resolve_design
 from embedbench.harness.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 
 DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"
@@ -31,10 +32,6 @@ LM_SHIMS = ("flat", "production")
 # (model_type); without --model, auto is the embedded default, Qwen2.5-Omni.
 FAMILY_CHOICES = (AUTO_FAMILY, *FAMILIES)
 DEFAULT_RESULTS_ROOT = "embedbench-results"
-# Worker processes per run (issue 10): chosen from the between-run measurements in
-# docs/PERFORMANCE.md, the fewest whose interval predicts a rerun on the CI machine.
-DEFAULT_PROCESSES = 5
-DEFAULT_BLOCKS = 20
 # A design with this many degrees of freedom or fewer between its workers (3 workers) gets
 # a line after its first worker saying the smallest reduction it can call.
 SMALL_DESIGN_DF = 2
@@ -163,7 +160,9 @@ class RunConfig:
     lengths: tuple[int, ...] = _param((1172,), "token counts, each at least 300")
     cases: tuple[str, ...] = _param(CASES, "to measure (names or report labels, any case)")
     warmup: int = _param(50, "warm-up calls per variant")
-    blocks: int = _param(DEFAULT_BLOCKS, "paired blocks")
+    blocks: int | None = _param(
+        None, f"paired blocks; unset: {DEFAULT_BLOCKS}, or twice processes when that is more"
+    )
     iterations: int = _param(20, "calls per variant per block")
     device: str = _param("auto", "auto, cpu or cuda")
     seed: int = _param(0, "seed of the block order")
@@ -173,9 +172,10 @@ class RunConfig:
     aa_check: bool = _param(
         False, "also time each baseline against itself (A/A noise floor)", cli="--aa"
     )
-    processes: int = _param(
-        DEFAULT_PROCESSES,
-        "fresh worker processes the blocks are spread over; 1: one process",
+    processes: int | None = _param(
+        None,
+        "fresh worker processes the blocks are spread over; 1: one process; "
+        f"unset: {DEFAULT_PROCESSES}, or blocks / 2 when that is fewer",
     )
     timing_window: str = _param(
         DEFAULT_WINDOW,
@@ -216,9 +216,13 @@ class RunConfig:
         set_(self, "lengths", self._coerce_lengths(self.lengths))
         set_(self, "cases", self._coerce_cases(self.cases))
         set_(self, "warmup", parse_int("warmup", self.warmup, minimum=0))
-        set_(self, "blocks", parse_int("blocks", self.blocks, minimum=2))
-        set_(self, "processes", parse_int("processes", self.processes, minimum=1))
-        self._check_design()
+        design = resolve_design(
+            self._optional_int("blocks", self.blocks, minimum=2),
+            self._optional_int("processes", self.processes, minimum=1),
+        )
+        set_(self, "blocks", design.blocks)
+        set_(self, "processes", design.processes)
+        set_(self, "_design", design)
         set_(self, "iterations", parse_int("iterations", self.iterations, minimum=1))
         set_(self, "device", self._coerce_choice("device", self.device, DEVICES))
         set_(self, "lm_shim", self._coerce_choice("lm_shim", self.lm_shim, LM_SHIMS))
@@ -233,20 +237,28 @@ class RunConfig:
             self._coerce_choice("timing_window", self.timing_window, MEASURABLE),
         )
 
-    def _check_design(self) -> None:
-        """Every worker runs as many baseline-first as fixed-first blocks."""
-        if self.blocks % 2:
-            raise ConfigError(
-                f"blocks must be even, so that half the blocks run the baseline first, got "
-                f"{self.blocks}; use {self.blocks - 1} or {self.blocks + 1}"
-            )
-        pairs = self.blocks // 2
-        if self.processes > pairs:
-            raise ConfigError(
-                f"processes ({self.processes}) must be at most blocks / 2 ({pairs}), so that "
-                f"every worker runs a block in each order; pass --processes {pairs} "
-                f"(notebook: processes={pairs}) or --blocks {2 * self.processes}"
-            )
+    @staticmethod
+    def _optional_int(name: str, value: Any, *, minimum: int) -> int | None:
+        """None for an unset value (None or blank), else ``parse_int``'s integer."""
+        if _optional_str(value) is None:
+            return None
+        return parse_int(name, value, minimum=minimum)
+
+    @property
+    def design(self) -> Design:
+        """The blocks and processes, and whether each was given or derived from the other
+        (``dataclasses.replace`` passes both on, so they count as given there)."""
+        return self._design  # type: ignore[attr-defined]  # set in __post_init__
+
+    @property
+    def processes_source(self) -> str:
+        """``given``, or ``derived`` (unset: the most, up to 5, that the blocks allow)."""
+        return self.design.processes_source
+
+    @property
+    def blocks_source(self) -> str:
+        """``given``, or ``derived`` (unset: 20, or what the given processes need)."""
+        return self.design.blocks_source
 
     def worker_blocks(self) -> list[range]:
         """The block indices of each worker: consecutive, an even count each, as equal as

@@ -49,6 +49,7 @@ from embedbench.config import (
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.harness import devices, freshness, stability, stats, sysinfo, windows
 from embedbench.harness.canary import Canary
+from embedbench.harness.design import DERIVED, GIVEN, keyword_spelling
 from embedbench.harness.devices import resolve_device, sync_for
 from embedbench.harness.hostlock import HostLock, host_lock
 from embedbench.harness.interrupts import RunInterrupted, StopFlag, stop_requests
@@ -200,6 +201,9 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
             family=_source_family(config),
         )["repo"]
     code_fresh = check_loaded_code(config, checkout=checkout)
+    # The run's first line, once the quick refusals are behind it: a derived design.
+    for note in config.design.notes():
+        log(note)
     if config.model is None:
         family = families.requested_family(config.family, has_model=False)
         model_dir = checkpoint.default_synthetic_checkpoint(progress=log, family=family)
@@ -317,6 +321,8 @@ def _metadata(
         "blocks": config.blocks,
         "iterations": config.iterations,
         "processes": config.processes,
+        "processes_source": config.processes_source,
+        "blocks_source": config.blocks_source,
         "timing_window": config.timing_window,
         "timing_window_description": windows.describe(config.timing_window),
         "lm_shim": config.lm_shim,
@@ -865,6 +871,8 @@ class PairedResult:
     records: list[BlockRecord] = field(repr=False)
     timer_floor: list[BlockRecord] = field(repr=False)
     host_stability: stability.HostStability | None = None
+    # ``given``, or ``derived`` when ``processes`` was left unset.
+    processes_source: str = GIVEN
 
     @property
     def host_us(self) -> dict[str, float]:
@@ -923,7 +931,9 @@ def paired_benchmark(
     unset. As an importable factory ``"package.module:function"`` returning that dict:
     spread over ``processes`` fresh worker processes as ``run`` spreads a case, with its
     between-process t interval, which predicts a rerun (``_paired_in_workers``).
-    Unset, ``processes`` is ``DEFAULT_PROCESSES`` or the most that ``blocks // 2`` allows.
+    Unset, ``processes`` is RunConfig's: the most, up to 5, that ``blocks // 2`` allows
+    (one line on stderr when that is fewer than 5); ``processes_source`` of the result
+    says whether it was given or derived.
     """
     design = {
         "warmup": warmup,
@@ -935,7 +945,7 @@ def paired_benchmark(
         "timing_window": timing_window,
     }
     if isinstance(variants, str):
-        config = _factory_config(processes, {**design, "allow_busy": allow_busy})
+        config = RunConfig(**design, allow_busy=allow_busy, processes=processes)
         return _paired_in_workers(variants, config)
     if set(variants) != set(VARIANTS):
         raise ConfigError(f"variants must be exactly {list(VARIANTS)}, got {list(variants)}")
@@ -945,7 +955,11 @@ def paired_benchmark(
             'one process; pass "package.module:function" (a function returning the dict) '
             "to spread the blocks over worker processes"
         )
-    return _paired_in_process(variants, RunConfig(**design, processes=1), allow_busy)
+    source = DERIVED if processes is None else GIVEN
+    checked = RunConfig(**design, processes=1)
+    return dataclasses.replace(
+        _paired_in_process(variants, checked, allow_busy), processes_source=source
+    )
 
 
 def _paired_in_process(
@@ -989,25 +1003,6 @@ def _paired_in_process(
         [*floor, *records], probes=[reading.to_json() for reading in watch.readings]
     )
     return PairedResult(pair, schedule_seed, records, floor, host)
-
-
-def _factory_config(processes: int | None, design: dict[str, Any]) -> RunConfig:
-    """The design of a factory's run: ``processes`` as given (RunConfig refuses one that
-    ``blocks`` cannot hold), else the default, lowered to what ``blocks // 2`` allows with
-    one line on stderr."""
-    if processes is not None:
-        return RunConfig(**design, processes=processes)
-    checked = RunConfig(**design, processes=1)
-    fitted = min(DEFAULT_PROCESSES, checked.blocks // 2)
-    if fitted < DEFAULT_PROCESSES:
-        alone = " (one worker: the within-process interval)" if fitted == 1 else ""
-        _stderr(
-            f"paired_benchmark: blocks={checked.blocks} allows at most {fitted} worker "
-            f"process(es) (blocks / 2), so it runs processes={fitted}{alone} instead of "
-            f"{DEFAULT_PROCESSES}; pass blocks={2 * DEFAULT_PROCESSES} or more for "
-            f"{DEFAULT_PROCESSES}"
-        )
-    return dataclasses.replace(checked, processes=fitted)
 
 
 class _PairedCollector:
@@ -1062,6 +1057,7 @@ class _PairedCollector:
             [WorkerBlockRecord.from_json(r) for r in self.records],
             [WorkerBlockRecord.from_json(r) for r in self.floor],
             host,
+            config.processes_source,
         )
 
 
@@ -1088,6 +1084,8 @@ def _paired_in_workers(spec: str, config: RunConfig) -> PairedResult:
     workers), this process pinned away meanwhile. The factory is imported and called
     here first, so a bad one is refused before any worker starts."""
     loaded = load_factory(spec)
+    for note in config.design.notes(keyword_spelling):  # a derived processes, once checked
+        _stderr(f"paired_benchmark: {note}")
     env = _worker_environment(worker_paths(loaded))
     del loaded  # what the factory built here is not needed: every worker builds its own
     dev = resolve_device(config.device)

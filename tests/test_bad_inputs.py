@@ -91,7 +91,15 @@ FLAG_ROWS = {
     "duplicate lengths": (["--lengths", "512", "512"], "duplicates"),
     "non-integer length": (["--lengths", "512.5"], "integer"),
     "blocks 0": (["--blocks", "0"], "blocks must be >= 2"),
-    "odd blocks": (["--blocks", "7"], "blocks must be even"),
+    "odd blocks": (
+        ["--blocks", "7"],
+        "blocks must be even, so that half the blocks run the baseline first, got 7; use 6 or 8",
+    ),
+    "odd blocks below what processes need": (
+        ["--blocks", "5"],
+        "got 5; use 6 (--processes 3 needs at least 6)",
+    ),
+    "processes the blocks cannot hold": (["--blocks", "4"], "pass --processes 2"),
     "processes 0": (["--processes", "0"], "processes must be >= 1"),
     "iterations 0": (["--iterations", "0"], "iterations must be >= 1"),
     "negative warmup": (["--warmup", "-1"], "warmup must be >= 0"),
@@ -102,7 +110,7 @@ FLAG_ROWS = {
     "unknown target": (["--target", "llama"], "unknown target"),
     "unknown timing window": (["--timing-window", "loose"], "unknown timing_window"),
     "unknown lm shim": (["--lm-shim", "bogus"], "unknown lm_shim 'bogus'; choose from flat"),
-    "unknown flag": (["--lenghts", "512"], "lenghts"),
+    "unknown flag": (["--lenghts", "512"], "--lenghts 512; did you mean --lengths?"),
 }
 
 

@@ -286,3 +286,60 @@ def test_top_level_help_is_plain_text_and_names_every_subcommand(capsys):
     words = description.replace(",", " ").replace(";", " ").split()
     assert all(command in words for command in commands), description  # unbroken names
     assert "Exit codes: 0" in out and "130 interrupted" in out
+
+
+@pytest.mark.unit
+def test_run_without_processes_takes_what_the_blocks_allow():
+    config = config_from_args(build_parser().parse_args(["run", "--blocks", "6"]))
+    assert (config.blocks, config.processes, config.processes_source) == (6, 3, "derived")
+    argv = ["run", "--blocks", "6", "--processes", "2"]
+    given = config_from_args(build_parser().parse_args(argv))
+    assert (given.processes, given.processes_source) == (2, "given")
+
+
+@pytest.mark.unit
+def test_an_explicit_processes_the_blocks_cannot_hold_is_refused_as_before(capsys):
+    assert main(["run", "--blocks", "6", "--processes", "5"]) == 2
+    assert capsys.readouterr().err == (
+        "embedbench: error: processes (5) must be at most blocks / 2 (3), so that every "
+        "worker runs a block in each order; pass --processes 3 (notebook: processes=3) or "
+        "--blocks 10\n"
+    )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["run", "--iters", "5"], "--iters 5; did you mean --iterations?"),
+        (["run", "--iters=5"], "--iters=5; did you mean --iterations?"),
+        (["run", "--iters", "5", "--blok", "6"], "--iterations for --iters, --blocks for --blok?"),
+        (["run", "--zzzzzz"], "unrecognized arguments: --zzzzzz"),
+        (["selftest", "--delay", "5", "--iters", "3"], "did you mean --iterations?"),
+    ],
+)
+def test_an_unknown_flag_names_its_subcommand_help_and_the_closest_flag(argv, says, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    command = argv[0]
+    assert err.startswith(f"embedbench {command}: error: unrecognized arguments: ")
+    assert err.endswith(f" (see embedbench {command} --help)\n") and err.count("\n") == 1
+    assert says in err
+
+
+def test_a_run_without_processes_says_so_first_and_records_it(small_checkpoint, tmp_path):
+    out = tmp_path / "out"
+    proc = _run(
+        *("run", "--model", str(small_checkpoint), "--lengths", "300", "--warmup", "2"),
+        *("--blocks", "4", "--iterations", "3", "--cases", "text", "--allow-busy"),
+        *("--output-dir", str(out), "--no-progress"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        "2 worker processes, not 5: --blocks 4 allows at most 2, one block in each order per "
+        "worker; --blocks 10 or more runs 5"
+    )
+    metadata = load_results(out).metadata
+    assert (metadata["processes"], metadata["processes_source"]) == (2, "derived")
+    assert metadata["blocks_source"] == "given" and len(metadata["workers"]) == 2
+    assert _run("validate", str(out)).returncode == 0  # the schema takes the new fields

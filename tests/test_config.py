@@ -4,6 +4,7 @@ import pytest
 
 from embedbench.config import DEFAULT_BASELINE_REF, CompareConfig, ReportConfig, RunConfig
 from embedbench.errors import ConfigError
+from embedbench.harness.design import DERIVED, GIVEN
 from embedbench.omni.scenarios import CASES
 
 
@@ -82,6 +83,7 @@ def test_string_forms_of_scalars_and_flags():
         ({"lengths": [512, 512]}, "duplicates"),
         ({"blocks": 0}, "blocks must be >= 2"),
         ({"blocks": 21}, "blocks must be even"),
+        ({"processes": "None"}, "processes must be an integer"),
         ({"processes": 0}, "processes must be >= 1"),
         ({"blocks": 6, "processes": 4}, "pass --processes 3"),
         ({"iterations": 0}, "iterations must be >= 1"),
@@ -104,6 +106,70 @@ def test_bad_values_are_refused_with_one_line(changes, fragment):
     with pytest.raises(ConfigError, match=fragment) as info:
         RunConfig(**changes)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "given, design",
+    [
+        ({}, (20, 5, DERIVED, DERIVED)),
+        ({"blocks": 6}, (6, 3, GIVEN, DERIVED)),
+        ({"blocks": "4"}, (4, 2, GIVEN, DERIVED)),
+        ({"blocks": 2}, (2, 1, GIVEN, DERIVED)),
+        ({"blocks": 40}, (40, 5, GIVEN, DERIVED)),
+        ({"blocks": 6, "processes": 3}, (6, 3, GIVEN, GIVEN)),
+        ({"processes": 3}, (20, 3, DERIVED, GIVEN)),
+        ({"processes": 12}, (24, 12, DERIVED, GIVEN)),  # the blocks adapt the same way
+        ({"blocks": None, "processes": ""}, (20, 5, DERIVED, DERIVED)),  # papermill's unset
+    ],
+)
+def test_an_unset_blocks_or_processes_adapts_to_the_other(given, design):
+    c = RunConfig(**given)
+    assert (c.blocks, c.processes, c.blocks_source, c.processes_source) == design
+    assert sum(len(span) for span in c.worker_blocks()) == c.blocks
+    assert all(len(span) >= 2 and len(span) % 2 == 0 for span in c.worker_blocks())
+
+
+def test_a_derived_design_says_so_in_one_line_each():
+    assert RunConfig().design.notes() == [] and RunConfig(blocks=10).design.notes() == []
+    assert RunConfig(blocks=6).design.notes() == [
+        "3 worker processes, not 5: --blocks 6 allows at most 3, one block in each order "
+        "per worker; --blocks 10 or more runs 5"
+    ]
+    [alone] = RunConfig(blocks=2).design.notes()
+    assert alone.startswith("1 worker process (the within-process interval), not 5:")
+    assert RunConfig(processes=12).design.notes() == [
+        "24 blocks, not 20: --processes 12 needs at least 24, one block in each order per worker"
+    ]
+    assert RunConfig(blocks=6, processes=3).design.notes() == []
+
+
+def test_an_explicit_processes_the_blocks_cannot_hold_is_still_refused():
+    with pytest.raises(ConfigError) as info:
+        RunConfig(blocks=6, processes=4)
+    assert str(info.value) == (
+        "processes (4) must be at most blocks / 2 (3), so that every worker runs a block in "
+        "each order; pass --processes 3 (notebook: processes=3) or --blocks 8"
+    )
+
+
+@pytest.mark.parametrize(
+    "given, advice",
+    [
+        ({"blocks": 7}, "use 6 or 8"),
+        ({"blocks": 3}, "use 2 or 4"),
+        ({"blocks": 7, "processes": 3}, "use 6 or 8"),
+        ({"blocks": 7, "processes": 4}, "use 8 (--processes 4 needs at least 8)"),
+        ({"blocks": 7, "processes": 5}, "use 10 (--processes 5 needs at least 10)"),
+    ],
+)
+def test_odd_blocks_are_refused_with_values_that_pass(given, advice):
+    with pytest.raises(ConfigError, match="blocks must be even") as info:
+        RunConfig(**given)
+    message = str(info.value)
+    assert message.endswith(advice)
+    # Following the advice is one step: every value it names is accepted as it stands.
+    for blocks in advice.split(" (")[0].removeprefix("use ").split(" or "):
+        assert RunConfig(**{**given, "blocks": blocks}).blocks == int(blocks)
 
 
 def test_from_mapping_refuses_unknown_names_and_round_trips_json():

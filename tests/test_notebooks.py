@@ -239,6 +239,24 @@ def test_papermill_cli_accepts_list_and_string_lengths(small_checkpoint, tmp_pat
     assert sorted(r["tokens"] for r in summary) == [512, 1172]
 
 
+def test_run_notebook_with_blocks_alone_takes_the_processes_they_allow(small_checkpoint, tmp_path):
+    out_dir = tmp_path / "results"
+    nb = _execute(
+        "run.ipynb",
+        tmp_path / "run.ipynb",
+        **{"model": str(small_checkpoint), "lengths": 300, "cases": ["text"], "blocks": 4},
+        **{"warmup": 1, "iterations": 2, "output_dir": str(out_dir)},
+    )
+    _assert_clean(nb)
+    text = _text(nb)
+    assert "2 worker processes, not 5: --blocks 4 allows at most 2" in text  # the run's log
+    assert "2 (unset, derived)" in text  # the parameters table
+    metadata = json.loads((out_dir / "metadata.json").read_text())
+    assert (metadata["processes"], metadata["processes_source"]) == (2, "derived")
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert [r["workers"] for r in summary] == [2]
+
+
 @pytest.mark.parametrize(
     "param, value, ename, fragment",
     [

@@ -55,6 +55,7 @@ def test_the_headline_lies_inside_its_interval_and_the_prs_statistic_is_kept():
     low, high = result.reduction_ci95_pct
     assert low <= result.reduction_pct <= high
     assert result.reduction_pct == result.summary.interval.estimate_pct
+    assert result.processes_source == "derived"  # unset: a dict's callables, one process
     host = result.host_us
     assert result.pr_reduction_pct == pytest.approx(
         100.0 * (1.0 - host["fixed"] / host["baseline"])

@@ -46,7 +46,7 @@ def test_a_known_difference_over_three_workers(started):
     assert len(started) == 3
     assert all(args[1:] == ["-m", "embedbench.worker"] for args in started)
     pair = result.summary
-    assert pair.workers == 3 and pair.blocks == 6
+    assert pair.workers == 3 and pair.blocks == 6 and result.processes_source == "given"
     assert pair.interval.method == stats.BETWEEN_PROCESSES and pair.interval.units == 3
     low, high = result.reduction_ci95_pct
     assert low <= result.reduction_pct <= high
@@ -72,9 +72,11 @@ def test_a_known_difference_over_three_workers(started):
 def test_an_aa_factory_with_the_default_processes_fitted_to_the_blocks(capsys):
     result = paired_benchmark(f"{FACTORIES}:same", blocks=6, **QUICK)
     lines = [line for line in capsys.readouterr().err.splitlines() if "paired_benchmark:" in line]
-    assert len(lines) == 1
-    assert "blocks=6" in lines[0] and "processes=3" in lines[0] and "instead of 5" in lines[0]
-    assert result.summary.workers == 3
+    assert lines == [
+        "paired_benchmark: 3 worker processes, not 5: blocks=6 allows at most 3, one block in "
+        "each order per worker; blocks=10 or more runs 5"
+    ]
+    assert result.summary.workers == 3 and result.processes_source == "derived"
     assert result.summary.interval.method == stats.BETWEEN_PROCESSES
     low, high = result.reduction_ci95_pct
     # The same code under both labels: a 95 % interval holds 0 only 95 % of the time, so
@@ -124,6 +126,13 @@ def test_a_bad_factory_is_refused_in_one_line_before_any_worker(spec, says, no_w
         paired_benchmark(spec, blocks=6, processes=3, **QUICK)
     message = str(info.value)
     assert says in message and "\n" not in message
+
+
+@pytest.mark.unit
+def test_a_bad_factory_with_derived_processes_prints_only_its_refusal(no_worker, capsys):
+    with pytest.raises(ConfigError, match="has no function 'missing'"):
+        paired_benchmark(f"{FACTORIES}:missing", blocks=4, **QUICK)
+    assert "paired_benchmark:" not in capsys.readouterr().err  # the design line comes after
 
 
 @pytest.mark.unit

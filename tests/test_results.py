@@ -94,3 +94,21 @@ def test_truncated_file_is_a_one_line_error(tmp_path):
     assert "\n" not in str(info.value)
     with pytest.raises(OutputDirError, match="does not exist"):
         load_results(tmp_path / "missing")
+
+
+def test_metadata_may_say_whether_processes_and_blocks_were_given_or_derived():
+    from embedbench.report.schema import SCHEMA_VERSION, first_problem
+
+    metadata = {
+        "schema_version": SCHEMA_VERSION,
+        "status": "complete",
+        **{"warmup": 1, "blocks": 6, "iterations": 3, "lengths": [300], "cpu_core": 0},
+        **{"metric_order": ["a", "b", "c"], "target": "reference", "device": "cpu"},
+    }
+    assert first_problem("metadata.json", metadata, "embedbench") is None  # optional
+    for source in ("given", "derived"):
+        both = {**metadata, "processes_source": source, "blocks_source": source}
+        assert first_problem("metadata.json", both, "embedbench") is None
+    for field in ("processes_source", "blocks_source"):
+        problem = first_problem("metadata.json", {**metadata, field: "guessed"}, "embedbench")
+        assert problem is not None and problem.startswith(f"metadata.json.{field}")

@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 
+from embedbench.harness.design import DERIVED, GIVEN
 from embedbench.harness.timing import AA_SCOPE
 
 # 2: worker processes (records carry ``worker``; metadata ``processes`` and ``workers``),
@@ -178,6 +179,10 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                     "items": {"type": "integer", "minimum": 0},
                 },
                 "parent_affinity_reason": {"type": ["string", "null"]},
+                # Whether processes and blocks were given or derived from each other
+                # (config.design); optional, as for io_guard.
+                "processes_source": {"enum": [GIVEN, DERIVED]},
+                "blocks_source": {"enum": [GIVEN, DERIVED]},
             },
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},

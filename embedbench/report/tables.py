@@ -22,6 +22,7 @@ from embedbench.cases import CASE_LABELS, CASES, DEFAULT_FAMILY, FAMILY_LABELS, 
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.harness import stats, sysinfo, windows
+from embedbench.harness.design import DERIVED
 from embedbench.harness.stability import NOISY, RUN_LEVEL_LIMIT, likely_cause
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 from embedbench.report.markdown import frame_markdown
@@ -620,6 +621,9 @@ def config_table(config: Any) -> pd.DataFrame:
     data = config.to_json()
     if data.get("target") == BUILT_IN_TARGET:  # the checkout's parameters are unused
         data.update({k: NOT_APPLICABLE for k in CHECKOUT_PARAMETERS if k in data})
+    for name in ("blocks", "processes"):
+        if getattr(config, f"{name}_source", None) == DERIVED:
+            data[name] = f"{data[name]} (unset, derived)"
     return pd.DataFrame(
         [{"parameter": k, "value": "" if v is None else str(v)} for k, v in data.items()]
     ).set_index("parameter")
