@@ -105,8 +105,9 @@ RUN_DIR="$OUT/run"
 mkdir -p "$OUT"
 export EMBEDBENCH_CACHE=${EMBEDBENCH_CACHE:-${TMPDIR:-/tmp}/embedbench-gpu-check-cache}
 
-# 3. The pinned core: --cpu-core when given, else the least busy allowed core over 0.5 s
-# (the lowest one, the run's default, is often busy with interrupts on a GPU box).
+# 3. The pinned core: --cpu-core when given, else the least busy allowed core over 0.5 s,
+# ties going to the PR's core 2, else away from core 0 (the run's default, often busy
+# with interrupts on a GPU box): benchmarks/_common.py, least_busy_core.
 core_args=()
 case " $* " in
     *" --cpu-core "* | *" --cpu-core="*) core_note="as given (--cpu-core)" ;;
@@ -114,7 +115,7 @@ case " $* " in
         core=$("$PYTHON" -c 'import sys; sys.path.insert(0, "benchmarks"); import _common as C; print(C.least_busy_core(C.busy_shares(0.5)))') \
             || fail "could not sample the cores' load from /proc/stat; pass --cpu-core N"
         core_args=(--cpu-core "$core")
-        core_note="$core, the least busy allowed core over 0.5 s"
+        core_note="$core, the least busy allowed core over 0.5 s (ties: core 2, else not 0)"
         ;;
 esac
 REPORT="$OUT/gpu_check.md"

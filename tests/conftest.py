@@ -43,6 +43,7 @@ TIERS = {
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_figures.py",  # runs built in memory: no harness run
         "test_one_estimator.py",
+        "test_gpu_check.py",  # gpu_check.sh's core pick and report on fakes: no run
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),
