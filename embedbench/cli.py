@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Builds a seeded table of the family's published geometry on the "
         "device and checks, for every case: int32 token ids and multimodal rows on the "
         "device, the bool mask on the CPU, the expected lookup counts, torch.equal of the "
-        "two forms; and counts the device syncs inside one call of each (CUDA only). "
+        "two forms; and counts the syncs torch reports inside one call of each (a lower "
+        "bound: a driver-side wait is not reported; CUDA only). "
         "Exit 0 when every case passes, 1 otherwise, 2 on bad input.",
     )
     _add_family(probe, "whose geometry, token ids and wrapper forms")

@@ -50,7 +50,7 @@ from embedbench.config import RunConfig
 from embedbench.errors import ConfigError, HostNoisyError, one_line
 from embedbench.harness import devices, freshness, stability, sysinfo
 from embedbench.harness.canary import Canary, canary_bytes
-from embedbench.harness.devices import count_device_syncs, sync_for
+from embedbench.harness.devices import SYNC_LABEL, count_device_syncs, sync_for
 from embedbench.harness.isolation import isolated
 from embedbench.harness.timing import (
     AA_SCOPE,
@@ -604,8 +604,9 @@ def calls_per_share(config: RunConfig, block_count: int) -> int:
 def probe_row(
     target: Target, scenario: Scenario, calls: dict[str, Callable[[], Any]]
 ) -> dict[str, Any]:
-    """The validation row of one scenario, with where its inputs live and the device syncs
-    inside one call of each variant (after validation's call: nothing lazy is left).
+    """The validation row of one scenario, with where its inputs live and the syncs torch
+    reports inside one call of each variant (after validation's call: nothing lazy is
+    left), labelled as the lower bound they are (``device_syncs_label``).
 
     A placement that differs from the PR's makes the row not ok, like a lookup mismatch.
     """
@@ -618,6 +619,7 @@ def probe_row(
         row["mismatch"] = {**(row.get("mismatch") or {}), "placements": problems}
     with torch.inference_mode():
         row["device_syncs"] = {name: count_device_syncs(calls[name], device) for name in VARIANTS}
+    row["device_syncs_label"] = SYNC_LABEL
     return row
 
 
