@@ -324,12 +324,22 @@ def code_fingerprint(fn: Callable[..., Any]) -> str:
 
 
 def _load(share: Share) -> tuple[checkpoint.ThinkerFacts, torch.Tensor, dict[str, Any]]:
+    """The checkpoint's facts, its table on the share's device, and the table's record:
+    ``cuda_start_s`` (creating the CUDA context, before the load clock; None off CUDA),
+    ``load_s`` (reading the table onto the device alone) and where it landed."""
     model_dir = Path(share.model_dir)
     facts = checkpoint.read_thinker_facts(model_dir)
     location = checkpoint.locate_embedding(model_dir, facts)
+    device = torch.device(share.device)
+    cuda_start_s = devices.start_cuda(device)
     started = time.perf_counter()
-    table = checkpoint.load_embedding_table(location, device=share.device)
-    placement = {"load_s": time.perf_counter() - started, **devices.memory_placement(table)}
+    table = checkpoint.load_embedding_table(location, device=device)
+    sync_for(device)()  # the copy to the device has landed
+    placement = {
+        "cuda_start_s": cuda_start_s,
+        "load_s": time.perf_counter() - started,
+        **devices.memory_placement(table),
+    }
     return facts, table, placement
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,17 @@ def resolve_device(requested: str) -> torch.device:
             f"{build}); use --device cpu or auto"
         )
     return torch.device(requested)
+
+
+def start_cuda(device: torch.device) -> float | None:
+    """Create ``device``'s CUDA context now and return the seconds it took (None off CUDA),
+    so that a clock started afterwards (the table's load) does not hold it."""
+    if device.type != "cuda":
+        return None
+    started = time.perf_counter()
+    torch.empty(1, device=device)  # the first allocation creates the context
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - started
 
 
 def sync_for(device: torch.device) -> Sync:
