@@ -46,11 +46,12 @@ from typing import Any
 
 import torch
 
+from embedbench.cases import SYNC_LABEL
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError, HostNoisyError, one_line
 from embedbench.harness import devices, freshness, stability, sysinfo
 from embedbench.harness.canary import Canary, canary_bytes
-from embedbench.harness.devices import SYNC_LABEL, count_device_syncs, sync_for
+from embedbench.harness.devices import count_device_syncs, sync_for
 from embedbench.harness.isolation import isolated
 from embedbench.harness.timing import (
     AA_SCOPE,

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from embedbench.cases import CASE_LABELS, CASES, VARIANTS
-from embedbench.harness.devices import SYNC_LABEL, resolve_device
+from embedbench.cases import CASE_LABELS, CASES, SYNC_LABEL, VARIANTS
+from embedbench.harness.devices import resolve_device
 from embedbench.measure import probe_row
 from embedbench.omni import checkpoint, families
 from embedbench.omni.scenarios import build_scenario, call_variant

@@ -55,15 +55,11 @@ def sync_for(device: torch.device) -> Sync:
 # What torch says, through warnings, for each synchronizing CUDA operation while
 # torch.cuda.set_sync_debug_mode("warn") is on.
 SYNC_WARNING = "called a synchronizing CUDA operation"
-# What the count is, wherever it is shown or stored: torch warns only for syncs its own
-# ops make, so a wait it does not see (the driver staging a pageable non_blocking=True
-# copy, which the Qwen3-Omni replica makes) is not counted.
-SYNC_LABEL = "syncs torch reports (a lower bound)"
 
 
 def count_device_syncs(call: Callable[[], Any], device: torch.device) -> int | None:
     """How many synchronizing CUDA operations torch reports for one ``call()`` (None off
-    CUDA): a lower bound, see ``SYNC_LABEL``.
+    CUDA): a lower bound, see ``embedbench.cases.SYNC_LABEL``.
 
     Boolean-index assignment with a CPU mask blocks in some torch builds and not in
     others, so a run's host latency may or may not include the device's work: the counts
