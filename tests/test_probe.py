@@ -1,4 +1,4 @@
-"""The probe (issue 15): placements, lookups and device syncs per case, no checkpoint."""
+"""The probe: placements, lookups and the syncs torch reports per case, no checkpoint."""
 
 from __future__ import annotations
 

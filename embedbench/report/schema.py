@@ -2,7 +2,7 @@
 
 Two formats are accepted: embedbench's own (``metadata.json`` has
 ``schema_version``) and the original PR script's (the same four files with only
-the fields of SPEC §4). The schemas require what the report needs and allow
+the fields that script writes). The schemas require what the report needs and allow
 extra fields, so a newer writer stays readable. ``aa-raw.json`` (the A/A check's
 records, embedbench only) is optional and holds ``aa_check`` records alone.
 
