@@ -410,9 +410,13 @@ def test_gpu_check_installs_from_carried_wheels_only_what_the_image_lacks(
     assert meta["status"] == "complete" and meta["versions"]["numpy"] != "99.0"
 
 
-# A root folder with another Python, its own torch and no jsonschema: .ci/gpu_image.sh
-# builds one (Debian trixie: Python 3.13, Debian's torch); CI sets this to it.
+# A root folder with another Python, its own torch and neither platformdirs nor jsonschema:
+# .ci/gpu_image.sh builds one (Debian trixie: Python 3.13, Debian's torch); CI sets this.
 GPU_IMAGE = os.environ.get("EMBEDBENCH_GPU_IMAGE", "")
+needs_gpu_image = pytest.mark.skipif(
+    not GPU_IMAGE,
+    reason="EMBEDBENCH_GPU_IMAGE unset (bash .ci/gpu_image.sh DIR builds one, as root; CI does)",
+)
 
 
 def _in_image(
@@ -432,40 +436,42 @@ def _in_image(
     )
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
-    not GPU_IMAGE,
-    reason="EMBEDBENCH_GPU_IMAGE unset (bash .ci/gpu_image.sh DIR builds one, as root; CI does)",
-)
-def test_gpu_check_dry_run_in_another_python_image_with_no_network(
-    small_checkpoint: Path, tmp_path: Path
-) -> None:
-    """The exact script in an image with its own Python (3.13 in trixie) and torch, offline:
-    the wheels gpu_wheels.sh fetched for that Python are what makes the package import."""
-    image = Path(GPU_IMAGE)
+def _image_facts(image: Path) -> tuple[str, str]:
+    """The image's Python and torch versions, checked to be another Python than this one,
+    with neither platformdirs nor jsonschema and no network."""
     assert (image / "usr" / "bin" / "python3").exists(), f"{image} is not an image root"
     facts = _in_image(
         image,
         'python3 -c "import importlib.util as u, platform, socket, torch; '
-        "print(platform.python_version(), torch.__version__, u.find_spec('jsonschema') is None); "
+        "print(platform.python_version(), torch.__version__, "
+        "[m for m in ('platformdirs', 'jsonschema') if u.find_spec(m)] == []); "
         "socket.create_connection(('151.101.0.223', 443), timeout=3)\"",
         {},
         timeout=120,
     )
     assert "Network is unreachable" in facts.stderr, facts.stderr[-2000:]  # really offline
-    python_version, torch_version, lacks_jsonschema = facts.stdout.split()
+    python_version, torch_version, lacks_both = facts.stdout.split()
     assert python_version.split(".")[:2] != sys.version.split(".")[:2]  # another Python
-    assert lacks_jsonschema == "True"  # only the carried wheels can provide it
+    assert lacks_both == "True"  # as on the lent H200 image: neither package
+    return python_version, torch_version
 
-    major_minor = ".".join(python_version.split(".")[:2])
-    wheels = tmp_path / "fetched"
-    fetched = _fetch_wheels(wheels, major_minor)
-    cp = "cp" + major_minor.replace(".", "")
-    assert any(f"-{cp}-" in p.name for p in wheels.glob("rpds_py-*.whl")), fetched
 
+def _check_in_image(
+    image: Path, small_checkpoint: Path, wheels: Path | None
+) -> tuple[subprocess.CompletedProcess, str, dict]:
+    """The exact script run in ``image`` on a copy of this checkout (carrying ``wheels`` as
+    .whl/, or no .whl/ at all): its result, gpu_check.md and the run's metadata."""
     work = Path(tempfile.mkdtemp(prefix="embedbench-dry-run-", dir=image / "tmp"))
     try:
-        _checkout_with_wheels(work / "checkout", wheels)
+        shutil.copytree(
+            ROOT,
+            work / "checkout",
+            ignore=shutil.ignore_patterns(
+                ".venv", ".cache", ".git", ".whl", "embedbench-results", "*.egg-info"
+            ),
+        )
+        if wheels is not None:
+            shutil.copytree(wheels, work / "checkout" / ".whl")
         shutil.copytree(small_checkpoint, work / "model")
         inside = Path("/") / work.relative_to(image)
         env = {
@@ -481,18 +487,62 @@ def test_gpu_check_dry_run_in_another_python_image_with_no_network(
         res = _in_image(image, f"bash {inside}/checkout/benchmarks/gpu_check.sh {flags}", env)
         assert res.returncode == 0, res.stderr[-3000:]
         report = (work / "out" / "gpu_check.md").read_text()
-        deps = next(line for line in report.splitlines() if line.startswith("- dependencies:"))
-        assert "jsonschema" in deps and "installed from .whl/ (--no-index" in deps, deps
-        for family in ("qwen2.5-omni", "qwen3-omni"):
-            assert PROBE_OK.format(family=family) in report
-        assert "| Audio (1172 tokens) |" in report and "| Audio (4096 tokens) |" in report
         meta = json.loads((work / "out" / "run" / "metadata.json").read_text())
-        assert meta["status"] == "complete" and meta["device"] == "cpu"
-        assert meta["versions"]["python"] == python_version  # measured by the image's Python
-        assert meta["torch"] == torch_version  # with the image's torch, untouched
         assert not list(work.glob("embedbench-gpu-check-deps.*"))  # removed on exit
+        return res, report, meta
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _assert_measured_in_image(report: str, meta: dict, python: str, torch_version: str) -> None:
+    for family in ("qwen2.5-omni", "qwen3-omni"):
+        assert PROBE_OK.format(family=family) in report
+    assert "| Audio (1172 tokens) |" in report and "| Audio (4096 tokens) |" in report
+    assert meta["status"] == "complete" and meta["device"] == "cpu"
+    assert meta["versions"]["python"] == python  # measured by the image's Python
+    assert meta["torch"] == torch_version  # with the image's torch, untouched
+
+
+@pytest.mark.slow
+@needs_gpu_image
+def test_gpu_check_dry_run_in_the_bare_image_with_no_wheels_and_no_network(
+    small_checkpoint: Path,
+) -> None:
+    """The lent image's situation: its own Python and torch, neither platformdirs nor
+    jsonschema, no .whl/ and no network. The check runs, prints the table, and says in
+    one line each what is absent and that the files went without their schema check."""
+    image = Path(GPU_IMAGE)
+    python_version, torch_version = _image_facts(image)
+    _, report, meta = _check_in_image(image, small_checkpoint, wheels=None)
+    deps = _line(report, "- dependencies:")
+    assert all(note in deps for note in NO_OPTIONAL_NOTES), deps
+    assert "no .whl/ carried, nothing installed" in deps, deps
+    assert _line(report, "- schema check:") == f"- schema check: {schema.SKIPPED_LINE}"
+    assert meta["schema_check"] == schema.SKIPPED_LINE
+    _assert_measured_in_image(report, meta, python_version, torch_version)
+
+
+@pytest.mark.slow
+@needs_gpu_image
+def test_gpu_check_dry_run_in_another_python_image_with_no_network(
+    small_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The .whl/ path, for an image that lacks more: the wheels gpu_wheels.sh fetched for
+    that image's Python (3.13 in trixie) install offline, and only those it lacks."""
+    image = Path(GPU_IMAGE)
+    python_version, torch_version = _image_facts(image)
+    major_minor = ".".join(python_version.split(".")[:2])
+    wheels = tmp_path / "fetched"
+    fetched = _fetch_wheels(wheels, major_minor)
+    cp = "cp" + major_minor.replace(".", "")
+    assert any(f"-{cp}-" in p.name for p in wheels.glob("rpds_py-*.whl")), fetched
+    _, report, meta = _check_in_image(image, small_checkpoint, wheels)
+    deps = _line(report, "- dependencies:")
+    installed = deps.split("into a temporary folder: ")[1].split(";")[0].split()
+    assert {"platformdirs", "jsonschema", "referencing", "rpds_py"} <= set(installed), deps
+    assert "platformdirs and jsonschema importable" in deps
+    assert meta["schema_check"].startswith("passed: ")
+    _assert_measured_in_image(report, meta, python_version, torch_version)
 
 
 def test_gpu_check_names_the_probe_that_timed_out_and_times_nothing(tmp_path: Path) -> None:
