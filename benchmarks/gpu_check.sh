@@ -155,7 +155,9 @@ print(" ".join(name for name, absent in lacking.items() if absent))
 print(" ".join(name for name, absent in lacking.items() if not absent))
 EOF
 }
-dependency_check() {  # the failing step's name and limit, when it ran out of time
+# A dependency step's exit code: past its limit, the check stops naming it (124); any
+# other failure is one line, exit 2.
+dependency_check() {
     local rc=$1
     if timed_out "$rc"; then
         stopped "the dependency check" "$STEP_TIMEOUT" GPU_CHECK_STEP_TIMEOUT "nothing was run"
@@ -163,6 +165,7 @@ dependency_check() {  # the failing step's name and limit, when it ran out of ti
     [ "$rc" -eq 0 ] || fail "the dependency check failed (exit $rc) under $PYTHON"
 }
 set +e
+# shellcheck disable=SC2086  # word lists
 missing=$(missing_of $REQUIRED $OPTIONAL)
 rc=$?
 set -e
@@ -194,6 +197,7 @@ else
     fi
     [ -z "$kept" ] || wheels_note="$wheels_note; not installed from .whl/, this Python has them: $kept"
     set +e
+    # shellcheck disable=SC2086  # word lists
     missing=$(missing_of $REQUIRED $OPTIONAL)
     rc=$?
     set -e
@@ -209,7 +213,10 @@ set +e
 limited "$STEP_TIMEOUT" "$PYTHON" -c "import embedbench.cli" 2>/dev/null
 rc=$?
 set -e
-dependency_check "$rc"
+if timed_out "$rc"; then
+    stopped "importing embedbench" "$STEP_TIMEOUT" GPU_CHECK_STEP_TIMEOUT "nothing was run"
+fi
+[ "$rc" -eq 0 ] || fail "embedbench does not import from $ROOT (run: $PYTHON -c 'import embedbench.cli')"
 optional_note=""
 case " $optional_missing " in
     *" platformdirs "*) optional_note="platformdirs absent (not needed: the cache is EMBEDBENCH_CACHE)" ;;
