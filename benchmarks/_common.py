@@ -89,10 +89,28 @@ def busy_shares(window_s: float = 0.5) -> dict[int, float | None]:
     return out
 
 
-def least_busy_core(shares: dict[int, float | None]) -> int:
-    """The allowed core with the smallest busy share (unknown counts as busy)."""
-    allowed = sorted(os.sched_getaffinity(0))
-    return min(allowed, key=lambda c: (shares.get(c) is None, shares.get(c) or 0.0, c))
+# Busy shares this close to the least busy core's are a tie: one clock tick in a 0.5 s
+# window is already 2 % (HZ 100), so an idle box's cores differ by noise alone.
+TIE_SHARE = 0.05
+# The core the PR pinned (`taskset -c 2`): where it is allowed and tied, it is the pick.
+PR_CORE = 2
+
+
+def least_busy_core(shares: dict[int, float | None], allowed: Iterable[int] | None = None) -> int:
+    """The allowed core (default: this process's affinity) with the smallest busy share,
+    unknown counting as busy. Ties (within ``TIE_SHARE``) go to the PR's core 2 when it is
+    one of them, else to the lowest core but 0, which takes the interrupts and
+    housekeeping on most boxes: core 0 only when nothing else ties."""
+    cores = sorted(os.sched_getaffinity(0) if allowed is None else allowed)
+    known = {c: shares[c] for c in cores if shares.get(c) is not None}
+    if known:
+        least = min(known.values())
+        tied = [c for c, share in known.items() if share <= least + TIE_SHARE]
+    else:
+        tied = cores  # nothing measured: every allowed core is as good as the next
+    if PR_CORE in tied:
+        return PR_CORE
+    return min(tied, key=lambda c: (c == 0, c))
 
 
 def load_snapshot(window_s: float = 0.5) -> dict[str, Any]:

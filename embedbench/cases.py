@@ -25,6 +25,12 @@ MIN_TOKENS = 300
 
 VARIANTS: tuple[str, str] = ("baseline", "fixed")
 
+# What the sync count of a validation row or the probe is, wherever it is shown or stored:
+# torch.cuda's sync debug mode warns only for syncs torch's own ops make, so a wait it
+# does not see (the driver staging a pageable non_blocking=True copy, which the
+# Qwen3-Omni replica makes) is not counted.
+SYNC_LABEL = "syncs torch reports (a lower bound)"
+
 # Text lookups per call (SPEC §2): the text case delegates to the parent's single
 # lookup in both forms; every multimodal case costs the baseline a second one.
 EXPECTED_LOOKUPS: dict[str, dict[str, int]] = {

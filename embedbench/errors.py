@@ -30,6 +30,11 @@ class OutputDirError(EmbedbenchError):
     """The output directory cannot be used (it holds results, or is not writable)."""
 
 
+class MissingDependencyError(EmbedbenchError):
+    """An optional package that this one step needs is not installed; the message says
+    how to install it."""
+
+
 class GitSourceError(EmbedbenchError):
     """A method cannot be taken from a git revision (repo, ref, file, class, method)."""
 

@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from embedbench.cases import SYNC_LABEL
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError, HostNoisyError, one_line
 from embedbench.harness import devices, freshness, stability, sysinfo
@@ -324,12 +325,22 @@ def code_fingerprint(fn: Callable[..., Any]) -> str:
 
 
 def _load(share: Share) -> tuple[checkpoint.ThinkerFacts, torch.Tensor, dict[str, Any]]:
+    """The checkpoint's facts, its table on the share's device, and the table's record:
+    ``cuda_start_s`` (creating the CUDA context, before the load clock; None off CUDA),
+    ``load_s`` (reading the table onto the device alone) and where it landed."""
     model_dir = Path(share.model_dir)
     facts = checkpoint.read_thinker_facts(model_dir)
     location = checkpoint.locate_embedding(model_dir, facts)
+    device = torch.device(share.device)
+    cuda_start_s = devices.start_cuda(device)
     started = time.perf_counter()
-    table = checkpoint.load_embedding_table(location, device=share.device)
-    placement = {"load_s": time.perf_counter() - started, **devices.memory_placement(table)}
+    table = checkpoint.load_embedding_table(location, device=device)
+    sync_for(device)()  # the copy to the device has landed
+    placement = {
+        "cuda_start_s": cuda_start_s,
+        "load_s": time.perf_counter() - started,
+        **devices.memory_placement(table),
+    }
     return facts, table, placement
 
 
@@ -604,8 +615,9 @@ def calls_per_share(config: RunConfig, block_count: int) -> int:
 def probe_row(
     target: Target, scenario: Scenario, calls: dict[str, Callable[[], Any]]
 ) -> dict[str, Any]:
-    """The validation row of one scenario, with where its inputs live and the device syncs
-    inside one call of each variant (after validation's call: nothing lazy is left).
+    """The validation row of one scenario, with where its inputs live and the syncs torch
+    reports inside one call of each variant (after validation's call: nothing lazy is
+    left), labelled as the lower bound they are (``device_syncs_label``).
 
     A placement that differs from the PR's makes the row not ok, like a lookup mismatch.
     """
@@ -618,6 +630,7 @@ def probe_row(
         row["mismatch"] = {**(row.get("mismatch") or {}), "placements": problems}
     with torch.inference_mode():
         row["device_syncs"] = {name: count_device_syncs(calls[name], device) for name in VARIANTS}
+    row["device_syncs_label"] = SYNC_LABEL
     return row
 
 

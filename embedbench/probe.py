@@ -1,12 +1,12 @@
-"""The probe: a quick check of the timed path on a device before a timed run (issue 15).
+"""The probe: a quick check of the timed path on a device before a timed run.
 
 No checkpoint: a seeded table of the family's published geometry is built on the device
 (1.09 GB for Qwen2.5-Omni-7B, 0.62 GB for Qwen3-Omni-30B-A3B). For each case it checks
 what the timed run relies on — int32 token ids and multimodal rows on the device, the
 bool mask on the CPU, the expected lookup counts and ``torch.equal`` of the two forms —
-and counts the device syncs inside one call of each form (``torch.cuda`` sync debug
-mode; None off CUDA). About 15 s on a GPU; ``benchmarks/gpu_check.sh`` runs it first and
-stops when it fails.
+and counts the syncs torch reports inside one call of each form (``torch.cuda`` sync
+debug mode; None off CUDA): a lower bound, as the column says (``SYNC_LABEL``). About
+15 s on a GPU; ``benchmarks/gpu_check.sh`` runs it first and stops when it fails.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from embedbench.cases import CASE_LABELS, CASES, VARIANTS
+from embedbench.cases import CASE_LABELS, CASES, SYNC_LABEL, VARIANTS
 from embedbench.harness.devices import resolve_device
 from embedbench.measure import probe_row
 from embedbench.omni import checkpoint, families
@@ -65,7 +65,7 @@ class ProbeReport:
             for row in self.rows
         ]
         headers = ["Input", "placements", "lookups (baseline → fixed)", "torch.equal"]
-        headers += ["device syncs in one call (baseline / fixed)", "check"]
+        headers += [f"{SYNC_LABEL} in one call (baseline / fixed)", "check"]
         return markdown_table(headers, body, align="llllll")
 
 

@@ -664,6 +664,9 @@ class _Collector:
             end_time=ended.timestamp(),
             **fields,
         )
+        # The files as written, checked once at the end; where jsonschema is missing
+        # (a bare GPU image), the line says the check was skipped.
+        self.writer.update_metadata(schema_check=self.writer.schema_check())
 
     def result(self) -> RunResult:
         """The finished run, in memory."""

@@ -44,6 +44,7 @@ TIERS = {
         "test_figures.py",  # runs built in memory: no harness run
         "test_one_estimator.py",
         "test_makefile.py",  # make's own lines, papermill echoed: no run, no notebook
+        "test_gpu_check.py",  # gpu_check.sh's core pick and report on fakes: no run
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),
@@ -52,6 +53,7 @@ TIERS = {
         "test_interference.py",  # a memory hog on the other core, real runs under it
         "test_torch_free.py",  # CLI subprocesses with torch blocked; its notebook test: notebook
         "test_paired_factory.py",  # a factory's callables in worker processes; refusals: unit
+        "test_optional_deps.py",  # runs without platformdirs and jsonschema; the writer: unit
     ],
     "notebook": ["test_notebooks.py"],
     "integration": ["test_vllm_omni_integration.py"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -418,6 +419,25 @@ def test_cache_dir_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert ck.synthetic_cache_dir() == tmp_path
     monkeypatch.delenv("EMBEDBENCH_CACHE")
     assert ck.synthetic_cache_dir().name == "embedbench"
+
+
+def test_cache_dir_without_platformdirs_is_the_xdg_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bare GPU image has no platformdirs: $XDG_CACHE_HOME/embedbench, else
+    ~/.cache/embedbench (what platformdirs itself gives on Linux)."""
+    monkeypatch.delenv("EMBEDBENCH_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with_platformdirs = ck.synthetic_cache_dir()
+    monkeypatch.setitem(sys.modules, "platformdirs", None)  # import raises ImportError
+    assert ck.synthetic_cache_dir() == tmp_path / "xdg" / "embedbench"
+    if sys.platform.startswith("linux"):
+        assert with_platformdirs == ck.synthetic_cache_dir()
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert ck.synthetic_cache_dir() == tmp_path / "home" / ".cache" / "embedbench"
+    monkeypatch.setenv("EMBEDBENCH_CACHE", str(tmp_path / "own"))
+    assert ck.synthetic_cache_dir() == tmp_path / "own"  # the variable still comes first
 
 
 def test_default_checkpoint_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""The probe (issue 15): placements, lookups and device syncs per case, no checkpoint."""
+"""The probe: placements, lookups and the syncs torch reports per case, no checkpoint."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from embedbench import load_results
-from embedbench.cases import CASES, VARIANTS
+from embedbench.cases import CASES, SYNC_LABEL, VARIANTS
 from embedbench.cli import main
 from embedbench.harness import devices
 from embedbench.measure import probe_row
@@ -57,6 +57,15 @@ def test_sync_count_counts_only_sync_warnings_and_restores_the_mode(monkeypatch)
     debug = FakeSyncDebug(monkeypatch, start=2)
     assert devices.count_device_syncs(_syncing_call(2, other_warnings=3), CUDA) == 2
     assert debug.seen == ["warn", 2] and debug.mode == 2
+
+
+def test_the_sync_count_is_labelled_a_lower_bound_wherever_it_is_shown():
+    assert SYNC_LABEL == "syncs torch reports (a lower bound)"
+    report = run_probe(family=families.QWEN25_OMNI, device="cpu", tokens=300, hidden=16)
+    header = report.table().splitlines()[0]
+    assert "| syncs torch reports (a lower bound) in one call (baseline / fixed) |" in header
+    assert "device syncs" not in header  # the unqualified name is gone
+    assert {row["device_syncs_label"] for row in report.rows} == {SYNC_LABEL}
 
 
 def test_sync_count_restores_the_mode_when_the_call_raises(monkeypatch):
@@ -146,3 +155,4 @@ def test_a_run_records_placements_and_device_syncs_per_case(small_run_dir):
     for row in load_results(small_run_dir).validation:
         assert row["placements"]["input_ids"] == "int32 on cpu"
         assert row["device_syncs"] == {"baseline": None, "fixed": None}  # CPU: not observable
+        assert row["device_syncs_label"] == SYNC_LABEL

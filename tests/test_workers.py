@@ -32,6 +32,7 @@ def test_every_record_and_worker_is_described(small_run_dir):
         assert w["exit_code"] == 0 and w["started_at"] <= w["ended_at"]
         assert w["code"] == meta["code_sha256"]  # every worker ran the same bytecode
         assert w["table"]["address_mod_2mib"] is not None and w["table"]["load_s"] > 0
+        assert w["table"]["cuda_start_s"] is None  # CPU: no CUDA context to create
     # Case orders rotated by the worker index: every case early in some worker.
     orders = [w["case_order"] for w in workers]
     assert (
@@ -64,6 +65,38 @@ def _share(config: RunConfig, model: Path, **changes) -> Share:
         "model_dir": str(model),
     }
     return Share(**{**fields, **changes})
+
+
+@pytest.mark.unit
+def test_the_cuda_context_is_created_before_the_load_clock_and_recorded_apart(
+    small_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CUDA the context is created first (devices.start_cuda), then the table's load is
+    timed alone: load_s no longer holds the context's creation (stand-ins here: no GPU)."""
+    import torch
+
+    from embedbench import measure
+
+    assert measure.devices.start_cuda(torch.device("cpu")) is None  # the real one, off CUDA
+    order: list[str] = []
+
+    def start(device: torch.device) -> float:
+        order.append(f"start {device.type}")
+        time.sleep(0.2)  # a context creation the load clock must not see
+        return 0.2
+
+    def load(location, device):
+        order.append(f"load {torch.device(device).type}")
+        return torch.zeros(4, 4)
+
+    monkeypatch.setattr(measure.devices, "start_cuda", start)
+    monkeypatch.setattr(measure.checkpoint, "load_embedding_table", load)
+    monkeypatch.setattr(measure, "sync_for", lambda device: lambda: order.append("sync"))
+    share = _share(RunConfig(allow_busy=True), small_checkpoint, device="cuda")
+    _, _, placement = measure._load(share)
+    assert order == ["start cuda", "load cuda", "sync"]
+    assert placement["cuda_start_s"] == 0.2
+    assert 0 <= placement["load_s"] < 0.2
 
 
 class _Events:

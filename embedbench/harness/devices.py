@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,17 @@ def resolve_device(requested: str) -> torch.device:
     return torch.device(requested)
 
 
+def start_cuda(device: torch.device) -> float | None:
+    """Create ``device``'s CUDA context now and return the seconds it took (None off CUDA),
+    so that a clock started afterwards (the table's load) does not hold it."""
+    if device.type != "cuda":
+        return None
+    started = time.perf_counter()
+    torch.empty(1, device=device)  # the first allocation creates the context
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - started
+
+
 def sync_for(device: torch.device) -> Sync:
     """``torch.cuda.synchronize`` for a CUDA device, a no-op for the CPU."""
     if device.type == "cuda":
@@ -46,7 +58,8 @@ SYNC_WARNING = "called a synchronizing CUDA operation"
 
 
 def count_device_syncs(call: Callable[[], Any], device: torch.device) -> int | None:
-    """How many synchronizing CUDA operations one ``call()`` makes (None off CUDA).
+    """How many synchronizing CUDA operations torch reports for one ``call()`` (None off
+    CUDA): a lower bound, see ``embedbench.cases.SYNC_LABEL``.
 
     Boolean-index assignment with a CPU mask blocks in some torch builds and not in
     others, so a run's host latency may or may not include the device's work: the counts

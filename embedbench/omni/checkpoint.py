@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import torch
 from safetensors.torch import save_file
 
@@ -537,11 +536,24 @@ def write_synthetic_checkpoint(
 
 
 def synthetic_cache_dir() -> Path:
-    """``$EMBEDBENCH_CACHE`` if set, else the per-user cache directory for embedbench."""
+    """``$EMBEDBENCH_CACHE`` if set, else the per-user cache directory for embedbench
+    (platformdirs'; without platformdirs, as a bare GPU image may be, the XDG one)."""
     env = os.environ.get("EMBEDBENCH_CACHE")
     if env:
         return Path(env).expanduser()
+    try:
+        import platformdirs
+    except ImportError:
+        return xdg_cache_dir()
     return Path(platformdirs.user_cache_dir("embedbench"))
+
+
+def xdg_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/embedbench``, else ``~/.cache/embedbench`` (what platformdirs
+    gives on Linux)."""
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    root = Path(base).expanduser() if base else Path.home() / ".cache"
+    return root / "embedbench"
 
 
 def _is_complete(path: Path) -> bool:

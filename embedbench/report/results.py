@@ -117,6 +117,7 @@ class ResultsWriter:
         self, directory: Path, metadata: dict[str, Any], *, aa_check: bool = False
     ) -> None:
         self.directory = directory
+        self.aa_check = aa_check
         self.metadata = {"schema_version": SCHEMA_VERSION, **metadata}
         self.records: list[dict[str, Any]] = []
         self.aa_records: list[dict[str, Any]] = []
@@ -141,6 +142,11 @@ class ResultsWriter:
             SUMMARY: self.summary,
         }
         return {**files, AA_RAW: self.aa_records} if aa_check else files
+
+    def schema_check(self) -> str:
+        """One line: the files as they are now, checked against their schema (or why
+        not: see ``schema.check_line``)."""
+        return schema.check_line(self._files(self.aa_check))
 
     def update_metadata(self, **fields: Any) -> None:
         """Merge fields into metadata.json."""
@@ -244,8 +250,12 @@ def _read_files(path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
     return data, missing
 
 
-def _check_format(path: Path, data: dict[str, Any]) -> str:
+def _check_format(path: Path, data: dict[str, Any], *, required: bool = True) -> str:
+    """The format; each file checked against its schema (skipped where jsonschema is
+    missing, unless ``required``), or a one-line OutputDirError for the first bad field."""
     fmt = schema.detect_format(data.get(METADATA))
+    if not required and not schema.available():
+        return fmt
     for name, content in data.items():
         problem = schema.first_problem(name, content, fmt)
         if problem is not None:
@@ -269,7 +279,8 @@ class DirCheck:
 
 
 def inspect_results_dir(directory: str | Path) -> DirCheck:
-    """Check the files (aa-raw.json too, when there) against their schema, or raise one line."""
+    """Check the files (aa-raw.json too, when there) against their schema, or raise one line
+    (``MissingDependencyError`` without jsonschema)."""
     path = Path(directory)
     data, missing = _read_files(path)
     return DirCheck(_check_format(path, data), tuple(data), missing)
@@ -277,7 +288,7 @@ def inspect_results_dir(directory: str | Path) -> DirCheck:
 
 def load_results(directory: str | Path) -> RunResult:
     """Read an output directory written by ``run`` or by the original PR script (also
-    its partial run: see ``compat``).
+    its partial run: see ``compat``). The schema check is skipped without jsonschema.
 
     A/A records come from aa-raw.json; a directory written before that file existed
     has them in micro-raw.json, and they are moved out on reading, so ``records`` is
@@ -285,7 +296,7 @@ def load_results(directory: str | Path) -> RunResult:
     """
     path = Path(directory)
     data, missing = _read_files(path)
-    fmt = _check_format(path, data)
+    fmt = _check_format(path, data, required=False)
     moved, records = split_aa_records(data[RAW])
     aa_records = [*data.get(AA_RAW, []), *moved]
     if fmt == schema.ORIGINAL_FORMAT:

@@ -2,19 +2,28 @@
 
 Two formats are accepted: embedbench's own (``metadata.json`` has
 ``schema_version``) and the original PR script's (the same four files with only
-the fields of SPEC §4). The schemas require what the report needs and allow
+the fields that script writes). The schemas require what the report needs and allow
 extra fields, so a newer writer stays readable. ``aa-raw.json`` (the A/A check's
 records, embedbench only) is optional and holds ``aa_check`` records alone.
+
+jsonschema is imported only to check: the measuring path runs without it (a bare GPU
+image lacks it). There a run records that its files went unchecked
+(``check_line``) and readers skip the check; ``first_problem`` (``embedbench
+validate``) requires it and says how to get it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import metadata as importlib_metadata
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
+from embedbench.errors import MissingDependencyError
 from embedbench.harness.design import DERIVED, GIVEN
 from embedbench.harness.timing import AA_SCOPE
+
+if TYPE_CHECKING:
+    import jsonschema
 
 # 2: worker processes (records carry ``worker``; metadata ``processes`` and ``workers``),
 # one interval per row with ``ci_level`` and ``interval_method``.
@@ -220,17 +229,58 @@ def detect_format(metadata: Any) -> str:
     return ORIGINAL_FORMAT
 
 
+# How to get the checker, for every message that says it is missing.
+INSTALL_JSONSCHEMA = "pip install 'jsonschema>=4.18'"
+SKIPPED_LINE = (
+    "skipped: jsonschema is not installed here, so the files were written without their "
+    f"schema check ({INSTALL_JSONSCHEMA}, then embedbench validate this directory)"
+)
+
+
+def _jsonschema() -> ModuleType | None:
+    try:
+        import jsonschema
+    except ImportError:
+        return None
+    return jsonschema
+
+
+def available() -> bool:
+    """Whether jsonschema imports here (a bare GPU image may lack it)."""
+    return _jsonschema() is not None
+
+
 def _where(error: jsonschema.ValidationError) -> str:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return path or "(top level)"
 
 
 def first_problem(file_name: str, data: Any, fmt: str) -> str | None:
-    """One line naming the first bad field of ``data`` as ``file_name``, or None if valid."""
-    validator = jsonschema.Draft202012Validator(SCHEMAS[fmt][file_name])
+    """One line naming the first bad field of ``data`` as ``file_name``, or None if valid;
+    ``MissingDependencyError`` (one line, how to get it) without jsonschema."""
+    checker = _jsonschema()
+    if checker is None:
+        raise MissingDependencyError(
+            f"checking results against their schema needs jsonschema, which is not "
+            f"installed here; {INSTALL_JSONSCHEMA}"
+        )
+    validator = checker.Draft202012Validator(SCHEMAS[fmt][file_name])
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if not errors:
         return None
     error = errors[0]
     message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
     return f"{file_name}{_where(error)}: {message}"
+
+
+def check_line(files: dict[str, Any], fmt: str = "embedbench") -> str:
+    """One line for a writer's metadata: its files checked against their schema
+    (``passed`` or the first problem), or ``SKIPPED_LINE`` without jsonschema."""
+    if not available():
+        return SKIPPED_LINE
+    for name, data in files.items():
+        problem = first_problem(name, data, fmt)
+        if problem is not None:
+            return f"failed: {problem}"
+    version = importlib_metadata.version("jsonschema")
+    return f"passed: {', '.join(files)} match their schema (jsonschema {version})"
