@@ -50,7 +50,7 @@ from embedbench.cases import SYNC_LABEL
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError, HostNoisyError, one_line
 from embedbench.harness import devices, freshness, stability, sysinfo
-from embedbench.harness.canary import Canary, canary_bytes
+from embedbench.harness.canary import Canary
 from embedbench.harness.devices import count_device_syncs, sync_for
 from embedbench.harness.isolation import isolated
 from embedbench.harness.timing import (
@@ -461,7 +461,7 @@ def measure_share(
     target = build_target(config, facts, table)
     fresh = check_fresh(target)  # before anything is measured or reported
     sync = sync_for(device)
-    canary = Canary(canary_bytes(max(config.lengths), facts.hidden_size), device)
+    canary = Canary(max(config.lengths), device, table=table, core=share.cpu_core)
     on = canary_enabled()
     frequency_source, probes = _block_probes(share, canary)
     with isolated(share.cpu_core) as state:
@@ -551,7 +551,7 @@ def _block_probes(share: Share, canary: Canary) -> tuple[str, BlockProbes]:
     probes = BlockProbes(
         read_mhz=read_mhz,
         read_gpu_mhz=devices.gpu_clock_reader(device),
-        **({"canary": canary.copy_us, "device_canary": canary.device_us} if on else {}),
+        **({"canary": canary.read_us, "device_canary": canary.device_us} if on else {}),
     )
     return frequency_source, probes
 
@@ -563,7 +563,7 @@ def _measure_factory(share: Share, emit: Emit, check_stop: Callable[[], None]) -
     config, device = share.config, torch.device(share.device)
     variants = load_factory(share.factory).variants
     sync = sync_for(device)
-    canary = Canary(device=device)
+    canary = Canary(device=device, core=share.cpu_core)
     frequency_source, probes = _block_probes(share, canary)
     case, tokens = FACTORY_CASE, FACTORY_TOKENS
     with isolated(share.cpu_core) as state:

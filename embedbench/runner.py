@@ -973,8 +973,8 @@ def _paired_in_process(
     core = resolve_cpu_core(checked.cpu_core)
     sync = sync_for(dev)
     _, read_mhz = sysinfo.cpu_frequency_reader(core)
-    canary = Canary(device=dev)
-    probes = BlockProbes(read_mhz=read_mhz, canary=canary.copy_us)
+    canary = Canary(device=dev, core=core)
+    probes = BlockProbes(read_mhz=read_mhz, canary=canary.read_us)
     schedule_seed = derive_seed(checked.seed, "paired_benchmark")
     ordered = {name: variants[name] for name in VARIANTS}
     with host_lock(), isolated(core):

@@ -11,10 +11,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from embedbench.errors import EmbedbenchError, HostNoisyError
 from embedbench.harness import stability, timing
-from embedbench.harness.canary import MIN_CANARY_BYTES, Canary, canary_bytes
+from embedbench.harness.canary import (
+    ASSUMED_LLC_BYTES,
+    MAX_SOURCE_BYTES,
+    MIN_READ_BYTES,
+    MIN_SOURCE_BYTES,
+    Canary,
+    source_bytes,
+)
 from embedbench.measure import HostWatch
 from embedbench.report import gate, tables
 from embedbench.report.results import RunResult
@@ -155,12 +163,34 @@ def test_the_busiest_reading_of_each_other_core_is_kept():
 # --- the canary and the block edges ------------------------------------------------------
 
 
-def test_the_canary_copies_one_lookup_output_and_is_read_at_every_block_edge():
-    assert canary_bytes(1172, 3584) == 1172 * 3584 * 2
-    assert canary_bytes(300, 32) == MIN_CANARY_BYTES  # past the private caches, always
-    canary = Canary(canary_bytes(300, 64))
-    assert canary.nbytes == MIN_CANARY_BYTES and canary.device_us() is None
+def test_the_canary_gathers_a_lookups_rows_from_a_table_past_the_last_level_cache():
+    assert source_bytes(260 * 2**20) == 520 * 2**20
+    assert source_bytes(None) == 2 * ASSUMED_LLC_BYTES  # sysfs silent
+    assert source_bytes(8 * 2**20) == MIN_SOURCE_BYTES
+    assert source_bytes(2**30) == MAX_SOURCE_BYTES
+    # A table too small for the cache it must miss: the canary's own buffer, rows as wide.
+    small = torch.ones(1000, 64, dtype=torch.bfloat16)
+    canary = Canary(300, table=small, llc_bytes=16 * 2**20)
+    assert canary.source == "own buffer" and canary.device_us() is None
+    assert canary._source.shape[1] == 64 and canary._source.numel() * 2 >= 32 * 2**20
+    assert canary.nbytes >= MIN_READ_BYTES  # past the private caches, always
     assert all(t > 0 for t in canary.probe(5))
+    # A table larger than twice the cache is the source itself: no copy of it is made.
+    table = torch.ones(2**15, 1024, dtype=torch.bfloat16)  # 64 MiB
+    canary = Canary(1172, table=table, llc_bytes=16 * 2**20)
+    assert canary.source == "embedding table" and canary._source is table
+    assert canary.rows == 2048 and canary.nbytes == 2048 * 2048  # 4 MiB at least
+    sets = {tuple(r[:8].tolist()) for r in canary._row_sets}
+    assert len(sets) == len(canary._row_sets)  # every read another random row set
+    described = canary.describe()
+    assert described["kind"] == "host memory gather" and described["source"] == "embedding table"
+    assert (
+        described["source_bytes"] == 64 * 2**20
+        and described["last_level_cache_bytes"] == 16 * 2**20
+    )
+
+
+def test_the_canary_is_read_at_every_block_edge():
     reads = iter(float(i) for i in range(1, 100))
     records = timing.measure_pair(
         {"baseline": lambda: None, "fixed": lambda: None},

@@ -2,11 +2,19 @@
 
 A virtual machine hides its CPU frequency, and ``/proc/stat`` of the pinned core does not
 show a neighbour that shares the memory system (another core, another guest). What both
-would change, the canary sees by its effect: one copy between two preallocated buffers of
-one lookup's output size, the same kind of memory traffic as the measured lookups, timed
-with the harness's own clock. Its size is fixed for a whole run, so its time is comparable
-between blocks, cases, workers and runs of the same geometry. On CUDA it also times one
-small host to device to host round trip (what a busy PCIe link or driver would slow).
+would change, the canary sees by its effect. It does what a lookup does: it gathers one
+lookup's rows, at random, from a table larger than the last-level cache into a
+preallocated buffer, timed with the harness's own clock. The table is the measured
+embedding table itself where that lives in host memory and is large enough, else a
+buffer of the canary's own. Each read takes another of a fixed set of random row sets, so
+every read finds its rows in memory, not in a cache, as the lookups do. Its size is fixed
+for a whole run, so its time is comparable between blocks, cases, workers and runs of the
+same geometry. On CUDA it also times one small host to device to host round trip (what a
+busy PCIe link or driver would slow).
+
+Why a gather and not a copy of two small buffers: a copy of 8 MiB stays in a large
+shared L3 and missed what slowed the lookups on the CI machine (docs/PERFORMANCE.md,
+"Interference").
 
 The canary never runs inside a timed window: ``timing`` reads it next to the CPU-frequency
 samples, before a block's first call and after its last. It has no statistics (see
@@ -15,37 +23,93 @@ samples, before a block's first call and after its last. It has no statistics (s
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 
 import torch
 
-# One text lookup's output at the default geometry: 1172 tokens × 3584 hidden × 2 bytes.
-DEFAULT_CANARY_BYTES = 1172 * 3584 * 2
-# Never smaller than this: twice a large per-core L2 (2 MiB), so that the copy reaches the
-# shared last-level cache and memory, as the lookups' reads from a table of a gigabyte do,
-# even where a small test geometry makes the output itself tiny.
-MIN_CANARY_BYTES = 4 * 2**20
+from embedbench.harness import sysinfo
+
+# One text lookup at the default geometry: 1172 rows of 3584 bfloat16 values.
+DEFAULT_ROWS = 1172
+DEFAULT_ROW_BYTES = 3584 * 2
+# Never fewer bytes a read than this: twice a large per-core L2 (2 MiB), so that a small
+# test geometry still reads memory, not a few cache lines.
+MIN_READ_BYTES = 4 * 2**20
+# The table the rows come from: at least twice the last-level cache, so its rows are in
+# memory; within these bounds when the canary allocates its own.
+MIN_SOURCE_BYTES = 64 * 2**20
+MAX_SOURCE_BYTES = 2**30
+# Where sysfs does not say how large the last-level cache is.
+ASSUMED_LLC_BYTES = 64 * 2**20
+# Random row sets, taken in turn (a read never repeats the one before it).
+ROW_SETS = 16
 # The host to device round trip: 4 KiB, small enough to be latency, not bandwidth.
 DEVICE_ROUND_TRIP_BYTES = 4096
-# Copies per probe (the quiet-host wait and the calibration at a worker's start).
+# Reads per probe (the quiet-host wait and the calibration at a worker's start).
 PROBE_COPIES = 15
 
 
-def canary_bytes(tokens: int, hidden_size: int, element_size: int = 2) -> int:
-    """The size of one lookup's output, ``tokens`` rows of ``hidden_size`` bfloat16 values,
-    or ``MIN_CANARY_BYTES`` when that is larger."""
-    return max(MIN_CANARY_BYTES, int(tokens) * int(hidden_size) * int(element_size))
+def source_bytes(llc_bytes: int | None) -> int:
+    """How large a table the canary needs: twice the last-level cache, within bounds."""
+    llc = llc_bytes or ASSUMED_LLC_BYTES
+    return min(MAX_SOURCE_BYTES, max(MIN_SOURCE_BYTES, 2 * llc))
+
+
+@functools.lru_cache(maxsize=2)
+def _own_source(row_bytes: int, nbytes: int) -> torch.Tensor:
+    """A table of the canary's own, allocated and touched once per process."""
+    width = max(1, row_bytes // 2)
+    rows = max(1, nbytes // (2 * width))
+    return torch.ones(rows, width, dtype=torch.bfloat16)
 
 
 class Canary:
-    """Two preallocated host buffers of ``nbytes`` (and a device pair on CUDA), copied on demand."""
+    """A gather of ``rows`` random rows from a table larger than the last-level cache (and a
+    host↔device round trip on CUDA), timed on demand.
 
-    def __init__(self, nbytes: int = DEFAULT_CANARY_BYTES, device: str | torch.device = "cpu"):
-        elements = max(1, int(nbytes) // 2)
-        self.nbytes = 2 * elements
-        self._src = torch.ones(elements, dtype=torch.bfloat16)
-        self._dst = torch.zeros(elements, dtype=torch.bfloat16)  # zeros: every page touched
-        self._dst.copy_(self._src)
+    ``table`` is the measured embedding table: used as the source when it is a 2-D host
+    tensor of at least ``source_bytes`` bytes, else the canary allocates its own of rows
+    ``row_bytes`` wide (the table's row width when one is given).
+    """
+
+    def __init__(
+        self,
+        rows: int = DEFAULT_ROWS,
+        device: str | torch.device = "cpu",
+        *,
+        table: torch.Tensor | None = None,
+        row_bytes: int = DEFAULT_ROW_BYTES,
+        llc_bytes: int | None = None,
+        core: int = 0,
+    ):
+        self.llc_bytes = (
+            llc_bytes if llc_bytes is not None else sysinfo.last_level_cache_bytes(core)
+        )
+        needed = source_bytes(self.llc_bytes)
+        if table is not None and table.dim() == 2:
+            row_bytes = table.shape[1] * table.element_size()
+        if (
+            table is not None
+            and table.dim() == 2
+            and table.device.type == "cpu"
+            and table.numel() * table.element_size() >= needed
+        ):
+            self._source, self.source = table, "embedding table"
+        else:
+            self._source, self.source = _own_source(int(row_bytes), needed), "own buffer"
+        width_bytes = self._source.shape[1] * self._source.element_size()
+        self.rows = max(int(rows), math.ceil(MIN_READ_BYTES / width_bytes))
+        self.nbytes = self.rows * width_bytes
+        self._out = torch.empty(self.rows, self._source.shape[1], dtype=self._source.dtype)
+        generator = torch.Generator().manual_seed(0)
+        self._row_sets = [
+            torch.randint(0, self._source.shape[0], (self.rows,), generator=generator)
+            for _ in range(ROW_SETS)
+        ]
+        self._turn = 0
+        self.read_us()  # every page of the output touched before the first timed read
         self.device = torch.device(device)
         self._host: torch.Tensor | None = None
         self._device_buffer: torch.Tensor | None = None
@@ -55,11 +119,13 @@ class Canary:
             self._device_buffer = torch.empty(small, dtype=torch.float32, device=self.device)
             self.device_us()
 
-    def copy_us(self) -> float:
-        """One copy of the host buffers, in µs."""
+    def read_us(self) -> float:
+        """One gather of the next row set, in µs."""
+        rows = self._row_sets[self._turn]
+        self._turn = (self._turn + 1) % ROW_SETS
         clock = time.perf_counter_ns
         start = clock()
-        self._dst.copy_(self._src)
+        torch.index_select(self._source, 0, rows, out=self._out)
         return (clock() - start) / 1e3
 
     def device_us(self) -> float | None:
@@ -74,13 +140,17 @@ class Canary:
         return (clock() - start) / 1e3
 
     def probe(self, copies: int = PROBE_COPIES) -> list[float]:
-        """``copies`` consecutive copies, each in µs."""
-        return [self.copy_us() for _ in range(copies)]
+        """``copies`` consecutive reads, each in µs."""
+        return [self.read_us() for _ in range(copies)]
 
     def describe(self) -> dict[str, object]:
         """What the canary is, for the metadata."""
         return {
-            "kind": "host memory copy",
+            "kind": "host memory gather",
+            "rows": self.rows,
             "bytes": self.nbytes,
+            "source": self.source,
+            "source_bytes": self._source.numel() * self._source.element_size(),
+            "last_level_cache_bytes": self.llc_bytes,
             "device_round_trip_bytes": DEVICE_ROUND_TRIP_BYTES if self._host is not None else None,
         }

@@ -137,6 +137,26 @@ def host_facts() -> dict[str, object]:
 # The safetensors format caps its JSON header at 100 MB.
 
 
+def _cache_size_bytes(text: str | None) -> int | None:
+    """sysfs cache sizes read like "266240K" or "32M"."""
+    if not text:
+        return None
+    match = re.fullmatch(r"(\d+)([KMG]?)", text.strip())
+    if match is None:
+        return None
+    return int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
+
+
+def last_level_cache_bytes(core: int = 0) -> int | None:
+    """The size of ``core``'s last-level cache from sysfs (None where sysfs does not say)."""
+    found: dict[int, int] = {}
+    for index in sorted((SYSFS_CPU / f"cpu{core}" / "cache").glob("index*")):
+        level, size = _read_text(index / "level"), _cache_size_bytes(_read_text(index / "size"))
+        if level and level.isdigit() and size:
+            found[int(level)] = max(size, found.get(int(level), 0))
+    return found[max(found)] if found else None
+
+
 def _read_text(path: Path) -> str | None:
     try:
         return path.read_text().strip()

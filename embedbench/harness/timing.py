@@ -70,7 +70,7 @@ class BlockRecord:
     # The GPU's SM clock at the block's start and end (NVML; None off CUDA or unreadable).
     gpu_mhz_start: float | None = None
     gpu_mhz_end: float | None = None
-    # The canary (``canary``) read next to the MHz samples: one host memory copy in µs,
+    # The canary (``canary``) read next to the MHz samples: one host memory gather in µs,
     # and on CUDA one host to device round trip (None where it was not taken).
     canary_us_start: float | None = None
     canary_us_end: float | None = None
