@@ -2,10 +2,10 @@
 
 Alternates default runs (``python -m embedbench run``, all defaults plus any ``-- EXTRA``
 flags) on a quiet machine with runs under an injected neighbour (``benchmarks/neighbour.py``):
-a 64 MiB copy loop pinned to another allowed core, toggled (on 3 s, off 3 s) or always on,
-and CPU bursts on the measuring core (50 ms in every 150 ms: below the contention guard's
-bar). The order is quiet, toggled, quiet, always-on, quiet, bursts, … so that each
-neighbour run has a quiet run next to it. Per condition:
+a copy loop over twice the L3 (at least 64 MiB) pinned to another allowed core, toggled
+(on 3 s, off 3 s) or always on, and CPU bursts on the measuring core (50 ms in every
+150 ms: below the contention guard's bar). The order is quiet, toggled, quiet,
+always-on, quiet, bursts, … so that each neighbour run has a quiet run next to it. Per condition:
 
 - how many runs the kit labelled noisy (``host_stability.verdict``) or refused (exit 2,
   the quiet-host wait ran out): the detection rate on hog runs (target 100 %) and the

@@ -4,8 +4,10 @@
     python benchmarks/neighbour.py --core 1 --on 1 --off 0 --seconds 60   # always on
     python benchmarks/neighbour.py --core 0 --spin --on 0.05 --off 0.1     # CPU bursts
 
-It copies a 64 MiB buffer into another in a loop (numpy), which saturates a share of the
-memory system that the measuring core also uses, while ``/proc/stat`` of the measuring core
+It copies a buffer into another in a loop (numpy): by default each buffer is twice the
+last-level cache (at least 64 MiB), so that the copy streams from memory and competes for
+its bandwidth, not only for the cache. It saturates a share of the memory system that the
+measuring core also uses, while ``/proc/stat`` of the measuring core
 stays idle. ``--spin`` busy-waits instead: short bursts on the measuring core itself, too
 short and sparse for the ``/proc/stat`` guard to refuse, which time-share the core with
 the worker and slow the blocks they hit. It stops by itself after ``--seconds`` (and on
@@ -24,6 +26,13 @@ import time
 import numpy as np
 
 BUFFER_BYTES = 64 * 2**20
+
+
+def default_buffer_bytes(core: int | None) -> int:
+    """Twice the last-level cache of ``core`` (sysfs), at least ``BUFFER_BYTES``."""
+    from embedbench.harness.sysinfo import last_level_cache_bytes
+
+    return max(BUFFER_BYTES, 2 * (last_level_cache_bytes(core or 0) or 0))
 
 
 def hog(
@@ -63,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         "--off", type=float, default=3.0, help="seconds idle per cycle (0: always on)"
     )
     parser.add_argument("--seconds", type=float, default=60.0, help="stop after this long")
-    parser.add_argument("--mib", type=int, default=BUFFER_BYTES >> 20, help="buffer size, MiB")
+    parser.add_argument(
+        "--mib", type=int, default=None, help="buffer size, MiB (default: twice the L3, >= 64)"
+    )
     parser.add_argument("--spin", action="store_true", help="busy-wait instead of copying")
     args = parser.parse_args(argv)
     if args.on <= 0 or args.off < 0 or args.seconds <= 0:
@@ -75,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             on_s=args.on,
             off_s=args.off,
             seconds=args.seconds,
-            nbytes=args.mib << 20,
+            nbytes=(args.mib << 20) if args.mib else default_buffer_bytes(args.core),
             spin=args.spin,
         )
     except KeyboardInterrupt:
