@@ -11,7 +11,7 @@ from typing import Any
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.config import DEFAULT_BLOCKS, DEFAULT_PROCESSES
-from embedbench.harness import diagnostics, stats
+from embedbench.harness import diagnostics, stability, stats
 from embedbench.harness.blocks import BlockTable, block_table
 
 Record = dict[str, Any]
@@ -143,6 +143,7 @@ def summary_row(
         "tokens": tokens,
         **pair.to_json(),
         "minor_faults_per_call": faults_per_call(table),
+        "canary_us": stability.canary_level_us(records),
         "valid": True,
         "iterations": table.iterations,
         "schedule_seed": seed,
