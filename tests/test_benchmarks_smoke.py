@@ -52,6 +52,7 @@ SCRIPTS = {
     "loading": ["--hidden", "32", "--modes", "embedbench", "--caches", "cold"],
     "profile_cases": ["--hidden", "32", "--cases", "text", "interleaved"],
     "cli_startup": [],
+    "canary_shapes": ["--trials", "2"],
 }
 
 
