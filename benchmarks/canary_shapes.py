@@ -93,10 +93,12 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=None, help="trials (default 8, --quick 2)")
     args = p.parse_args()
     session = C.Session("canary_shapes", args)
+    allowed = sorted(os.sched_getaffinity(0))
+    others = [c for c in allowed if c != session.core]
+    if not others:
+        p.error("needs two allowed cores: one to measure, one for the neighbour")
+    neighbour_core = others[0]
     os.sched_setaffinity(0, {session.core})
-    neighbour_core = next((c for c in sorted(os.sched_getaffinity(0)) if c != session.core), None)
-    if neighbour_core is None:
-        neighbour_core = next(c for c in sorted(os.sched_getaffinity(0)))
     shapes = _shapes()
     rows, results = [], []
     for i in range(args.trials or (2 if args.quick else 8)):
