@@ -351,6 +351,106 @@ def frequency_excursions(
 # --- everything for one pair ----------------------------------------------------------------
 
 
+# A worker is an outlier when its headline lies outside the others' prediction interval at
+# this level (t with W − 2 df): at 5 workers about 13 of the others' sds away, so a clean
+# run flags about 1 worker in 1000, and the rule needs at least 4 workers.
+WORKER_PREDICTION_LEVEL = 0.999
+MIN_WORKERS_FOR_OUTLIERS = 4
+# What names a likely reason: a canary this much above the others' median, page faults
+# per call this many times the others' (and at least half a fault a call), a first block
+# this much further from the worker's other blocks than they spread.
+REASON_CANARY = 0.20
+REASON_FAULTS = 2.0
+REASON_FAULTS_FLOOR = 0.5
+
+
+@dataclass(frozen=True)
+class WorkerFacts:
+    """What one worker's blocks of a case recorded beside their timings."""
+
+    canary_us: float | None = None
+    faults_per_call: float | None = None
+    block_log_ratios: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class OutlierWorkers(_JsonMixin):
+    """Workers whose own headline the others do not support, with a likely reason each and
+    the reduction without them (kept in the headline; flagged, as outlier blocks are)."""
+
+    workers: int
+    flagged: list[int]
+    reasons: dict[str, str]
+    reductions_pct: dict[str, float]
+    reduction_pct_without: float | None
+    level: float = WORKER_PREDICTION_LEVEL
+
+
+def _worker_reason(worker: int, facts: Mapping[int, WorkerFacts]) -> str:
+    mine = facts.get(worker, WorkerFacts())
+    others = [f for w, f in facts.items() if w != worker]
+    found = []
+    canaries = [f.canary_us for f in others if f.canary_us]
+    if mine.canary_us and canaries:
+        above = mine.canary_us / float(np.median(canaries)) - 1.0
+        if above > REASON_CANARY:
+            found.append(f"its canary {100 * above:.0f} % above the others'")
+    faults = [f.faults_per_call for f in others if f.faults_per_call is not None]
+    if mine.faults_per_call is not None and faults:
+        typical = float(np.median(faults))
+        if (
+            mine.faults_per_call >= REASON_FAULTS_FLOOR
+            and mine.faults_per_call > REASON_FAULTS * max(typical, 1e-9)
+        ):
+            found.append(f"{mine.faults_per_call:.1f} page faults a call against {typical:.1f}")
+    d = np.asarray(mine.block_log_ratios, dtype=float)
+    if d.size >= 3:
+        rest = d[1:]
+        scale = max(float(np.max(rest) - np.min(rest)), 1e-12)
+        if abs(d[0] - float(np.median(rest))) > scale:
+            found.append(
+                f"its first block {stats.log_to_reduction_pct(float(d[0])):.1f} % against "
+                f"{stats.log_to_reduction_pct(float(np.median(rest))):.1f} % in its others"
+            )
+    return (
+        "; ".join(found) or "no recorded cause (canary, page faults and first block as the others')"
+    )
+
+
+def outlier_workers(
+    reductions_pct: Mapping[int, float],
+    facts: Mapping[int, WorkerFacts] | None = None,
+    *,
+    level: float = WORKER_PREDICTION_LEVEL,
+) -> OutlierWorkers:
+    """Flag each worker whose headline reduction lies outside the ``level`` prediction
+    interval of the other workers' (their mean ± t_{W−2} · sd · √(1 + 1/(W−1)), on
+    log-ratios), with a likely reason from ``facts`` and the mean without the flagged."""
+    workers = sorted(reductions_pct)
+    theta = {w: math.log1p(-float(reductions_pct[w]) / 100.0) for w in workers}
+    flagged: list[int] = []
+    if len(workers) >= MIN_WORKERS_FOR_OUTLIERS:
+        factor = float(sps.t.ppf(0.5 + level / 2.0, len(workers) - 2))
+        for w in workers:
+            others = np.array([theta[o] for o in workers if o != w])
+            sd = float(np.std(others, ddof=1))
+            if sd > 0 and abs(theta[w] - float(np.mean(others))) > factor * sd * math.sqrt(
+                1.0 + 1.0 / others.size
+            ):
+                flagged.append(w)
+    kept = [theta[w] for w in workers if w not in flagged]
+    return OutlierWorkers(
+        workers=len(workers),
+        flagged=flagged,
+        reasons={str(w): _worker_reason(w, facts or {}) for w in flagged},
+        reductions_pct={str(w): float(reductions_pct[w]) for w in flagged},
+        reduction_pct_without=(
+            stats.log_to_reduction_pct(float(np.mean(kept))) if flagged and kept else None
+        ),
+        level=level,
+    )
+
+
 @dataclass(frozen=True)
 class PairDiagnostics(_JsonMixin):
     """All diagnostics of one paired comparison (``order_effect`` None without an order)."""

@@ -62,6 +62,40 @@ def design_check(
     return found
 
 
+def worker_facts(table: BlockTable, records: list[Record]) -> dict[int, diagnostics.WorkerFacts]:
+    """Per worker: its canary level, page faults per call and block log-ratios in block
+    order, from the case's block table and raw records."""
+    d = stats.log_ratios(*(stats.block_medians(table.metric(v)) for v in VARIANTS))
+    found = {}
+    for worker in sorted(set(table.workers)):
+        index = [i for i, w in enumerate(table.workers) if w == worker]
+        faults = [
+            table.faults_per_call[v][i]
+            for v in VARIANTS
+            for i in index
+            if len(table.faults_per_call.get(v, ())) == len(table.workers)
+        ]
+        mine = [r for r in records if int(r.get("worker") or 0) == worker]
+        found[worker] = diagnostics.WorkerFacts(
+            canary_us=stability.canary_level_us(mine),
+            faults_per_call=float(statistics.median(faults)) if faults else None,
+            block_log_ratios=tuple(float(d[i]) for i in index),
+        )
+    return found
+
+
+def _outlier_workers(
+    pair: stats.PairSummary, table: BlockTable, records: list[Record]
+) -> diagnostics.OutlierWorkers | None:
+    units = pair.interval.unit_reductions_pct
+    workers = sorted(set(table.workers))
+    if pair.interval.method != stats.BETWEEN_PROCESSES or len(units) != len(workers):
+        return None
+    return diagnostics.outlier_workers(
+        dict(zip(workers, units, strict=True)), worker_facts(table, records)
+    )
+
+
 def invalid_row(case: str, tokens: int, *, error: str | None = None) -> dict[str, Any]:
     """The summary row of a case that failed validation or could not be measured."""
     row: dict[str, Any] = {
@@ -131,6 +165,16 @@ def summary_row(
         )
     }
     notes = found.notes()
+    outliers = _outlier_workers(pair, table, records)
+    if outliers is not None:
+        diagnosed["outlier_workers"] = outliers.to_json()
+        for worker in outliers.flagged:
+            notes.append(
+                f"outlier worker {worker}: its reduction "
+                f"{outliers.reductions_pct[str(worker)]:.2f} % lies "
+                f"outside what the others support ({outliers.reasons[str(worker)]}); "
+                f"the reduction without it: {outliers.reduction_pct_without:.2f} %"
+            )
     if aa is not None and not aa["covers_zero"]:
         low, high = aa["reduction_ci95_pct"]
         notes.append(
