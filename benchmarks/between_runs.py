@@ -15,9 +15,9 @@ every ``summary.json``. Per case:
   noise; a steadier statistic than cross-coverage, and pooling sets sharpens it;
 - with ``--aa`` among the flags: in how many runs the A/A interval covers 0.
 
-Targets (issue 10): cross-coverage ≥ 0.80 for every case; between-run SD ≤ 1.5 pp and
-mean half-width ≤ 3.5 pp for every multimodal case; every A/A interval covers 0 in at
-least 9 of 10 runs.
+Targets (docs/PERFORMANCE.md, "Between-run reproducibility"): cross-coverage ≥ 0.80 for
+every case; between-run SD ≤ 1.5 pp and mean half-width ≤ 3.5 pp for every multimodal
+case; every A/A interval covers 0 in at least 9 of 10 runs.
 
 ``--quick``: 3 runs of a reduced design (warm-up 5, 6 blocks × 5 calls, 3 workers), a smoke run.
 ``--from DIR [DIR ...]``: analyse runs kept earlier with ``--keep`` instead of running;

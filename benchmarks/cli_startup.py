@@ -1,4 +1,6 @@
-"""CLI start-up: wall time of whole ``python -m embedbench`` processes (issue 12).
+"""CLI start-up: wall time of whole ``python -m embedbench`` processes.
+
+Its numbers of record are in docs/PERFORMANCE.md, "CLI start-up".
 
 Each command is a fresh process, timed from ``subprocess.run`` to its exit, repeated
 ``--repeats`` times round-robin over the commands (so a burst of load hits all alike):
@@ -10,7 +12,7 @@ Each command is a fresh process, timed from ``subprocess.run`` to its exit, repe
   hidden-32 synthetic checkpoint, or ``--results DIR``).
 
 ``--root DIR`` times another checkout's code instead (its ``.venv/bin/python`` if it
-has one, run from DIR), e.g. the code before issue 12, for a before/after table. The
+has one, run from DIR), e.g. an older checkout, for a before/after table. The
 processes are not pinned; the environment (``PYTHONDONTWRITEBYTECODE`` included) is
 this script's.
 """

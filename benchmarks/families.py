@@ -1,4 +1,4 @@
-"""Both families on their embedded defaults, side by side (issue 14).
+"""Both families on their embedded defaults, side by side.
 
 Runs ``python -m embedbench run --family F --model CACHED`` alternately for Qwen2.5-Omni
 and Qwen3-Omni (ABBA order over ``--rounds``, so a drift of the machine hits both alike),

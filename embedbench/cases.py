@@ -3,8 +3,8 @@
 The run side (:mod:`embedbench.omni.scenarios`, :mod:`embedbench.omni.targets`,
 :mod:`embedbench.omni.validation`) builds and checks the inputs with torch; the report side
 (results, statistics, tables, plots, HTML, gate) only names them. Both import these
-from here, so results can be re-rendered on a machine without torch (DESIGN §1). The
-old homes re-export them.
+from here, so results can be re-rendered on a machine without torch (the report side
+never imports it). The old homes re-export them.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ VARIANTS: tuple[str, str] = ("baseline", "fixed")
 # Qwen3-Omni replica makes) is not counted.
 SYNC_LABEL = "syncs torch reports (a lower bound)"
 
-# Text lookups per call (SPEC §2): the text case delegates to the parent's single
+# Text lookups per call: the text case delegates to the parent's single
 # lookup in both forms; every multimodal case costs the baseline a second one.
 EXPECTED_LOOKUPS: dict[str, dict[str, int]] = {
     case: ({"baseline": 1, "fixed": 1} if case == "text" else {"baseline": 2, "fixed": 1})
     for case in CASES
 }
 
-# Model families (issue 14). The family comes from the checkpoint's config.json
+# Model families. The family comes from the checkpoint's config.json
 # (``model_type``); ``auto`` takes it from there, a named family must agree with it.
 # What the report side shows (names, labels, expected lookups) lives here, torch-free;
 # what only the run side needs (classes, source paths, config keys, published geometry)

@@ -25,10 +25,10 @@ DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"
 WORKTREE = "WORKTREE"
 TARGETS = ("reference", "vllm-omni")
 DEVICES = ("auto", "cpu", "cuda")
-# The language model the thinker shim looks text up through (issue 11): "flat" is the PR
+# The language model the thinker shim looks text up through: "flat" is the PR
 # script's one-level shim, "production" the served Qwen2ForCausalLM -> Qwen2Model chain.
 LM_SHIMS = ("flat", "production")
-# The thinker family (issue 14): auto takes it from the checkpoint's config.json
+# The thinker family: auto takes it from the checkpoint's config.json
 # (model_type); without --model, auto is the embedded default, Qwen2.5-Omni.
 FAMILY_CHOICES = (AUTO_FAMILY, *FAMILIES)
 DEFAULT_RESULTS_ROOT = "embedbench-results"

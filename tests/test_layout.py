@@ -13,6 +13,7 @@ depth), so a lazy import that a test run never reaches cannot slip through.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,27 @@ def late():
 def test_relative_imports_resolve_inside_the_package():
     found = imported_modules("from .reference import x\nfrom . import y", "embedbench.omni.targets")
     assert found == {"embedbench.omni.targets.reference", "embedbench.omni.targets"}
+
+
+# What a clone does not have: the project's SPEC/DESIGN documents and its issue tracker.
+_UNCITABLE = re.compile(r"\b(SPEC|DESIGN)\b\s*§?|§\s*\d|\b[Ii]ssues? \d+\b")
+
+
+def test_code_cites_its_own_docs_not_spec_design_or_issue_numbers():
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for folder in ("embedbench", "benchmarks", "scripts"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix not in (".py", ".sh") or not path.is_file():
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if _UNCITABLE.search(line):
+                    found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    assert found == []
+
+
+def test_the_citation_rule_catches_what_it_forbids():
+    for text in ("(SPEC §3)", "DESIGN §1", "issue 14", "Issue 12:", "§4 of the spec"):
+        assert _UNCITABLE.search(text), text
+    for text in ("QUICK_DESIGN = [", "SMALL_DESIGN_DF", "docs/PERFORMANCE.md, \"CLI start-up\""):
+        assert not _UNCITABLE.search(text), text

@@ -1,6 +1,6 @@
 """Qwen-Omni checkpoint access: config facts, the embedding table, and a synthetic stand-in.
 
-The checkpoint's family (Qwen2.5-Omni or Qwen3-Omni, issue 14) comes from its
+The checkpoint's family (Qwen2.5-Omni or Qwen3-Omni) comes from its
 config.json (``model_type``, see :mod:`embedbench.omni.families`); both keep the text
 table under the same key.
 

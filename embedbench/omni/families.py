@@ -1,4 +1,4 @@
-"""The model families embedbench measures, and what each needs on the run side (issue 14).
+"""The model families embedbench measures, and what each needs on the run side.
 
 A family is one thinker whose ``embed_input_ids`` repeated the text-embedding lookup
 (vLLM-Omni issue #7451): Qwen2.5-Omni (fixed by PR #7477) and Qwen3-Omni (fixed by PR

@@ -1,4 +1,4 @@
-"""The six benchmark inputs (SPEC §3): token ids, CPU masks and tagged multimodal rows.
+"""The six benchmark inputs: token ids, CPU masks and tagged multimodal rows.
 
 A scenario is built once per (case, length) and reused for every call of both
 variants, so the two variants always see identical inputs. Nothing here times
@@ -127,7 +127,7 @@ def _first_appearance(runs: tuple[PlaceholderRun, ...]) -> tuple[str, ...]:
 
 
 def placeholder_runs(case: str) -> tuple[PlaceholderRun, ...]:
-    """The placeholder runs of ``case`` in sequence order (SPEC §3)."""
+    """The placeholder runs of ``case`` in sequence order."""
     _check_case(case)
     gap = 0 if case in _CONTIGUOUS else SEPARATOR_TOKENS
     runs: list[PlaceholderRun] = []

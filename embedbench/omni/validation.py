@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-# EXPECTED_LOOKUPS (SPEC §2) lives in the torch-free embedbench.cases; importable from here.
+# EXPECTED_LOOKUPS (text lookups per call and case) lives in the torch-free
+# embedbench.cases; importable from here.
 from embedbench.cases import EXPECTED_LOOKUPS as EXPECTED_LOOKUPS
 from embedbench.cases import VARIANTS, expected_lookups
 from embedbench.omni import families

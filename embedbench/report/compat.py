@@ -1,6 +1,6 @@
 """Reading the original PR script's output: fill in what embedbench's report needs.
 
-The original writes the four files with only the fields of SPEC §4: no block
+The original writes the four files with only the fields the PR's script wrote: no block
 position, no validation verdict, no interval, epoch times. This module derives
 those from what is there (block order from record order, intervals and
 verdicts from ``micro-raw.json``) and marks the result ``source_format:

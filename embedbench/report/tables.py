@@ -39,7 +39,8 @@ _CASE_RANK = {case: i for i, case in enumerate(CASES)}
 
 
 def table_order(case: str, tokens: int) -> tuple[int, int]:
-    """Sort key of a row: by length, then in SPEC §3's case order (unknown cases last)."""
+    """Sort key of a row: by length, then in the benchmark's case order (``CASES``;
+    unknown cases last)."""
     return tokens, _CASE_RANK.get(case, len(_CASE_RANK))
 
 
@@ -663,8 +664,8 @@ def checkpoint_kind(metadata: dict[str, Any]) -> str:
 
 
 def family_of(metadata: dict[str, Any]) -> str:
-    """The family a run measured; results from before issue 14 (and the original
-    script's) measured Qwen2.5-Omni, the only family then."""
+    """The family a run measured; results from before families were recorded (and the
+    original script's) measured Qwen2.5-Omni, the only family then."""
     return str(metadata.get("family") or DEFAULT_FAMILY)
 
 

@@ -15,7 +15,7 @@ What is replicated (and from where):
 * ``tag_modality`` / ``_get_mm_embedding_modalities``: vllm 0.30.0
   ``multimodal/utils.py`` (``set_mm_embedding_modality`` /
   ``get_mm_embedding_modalities``).
-* The language model, one of two shims (``lm_shim``, issue 11):
+* The language model, one of two shims (``lm_shim``):
   ``FlatLanguageModel`` (``flat``), the PR script's one-level
   ``embed_input_ids`` -> ``embed_tokens``; ``ReferenceLanguageModel``
   (``production``), the served call chain ``Qwen2ForCausalLM.embed_input_ids`` ->
@@ -574,7 +574,7 @@ def build_reference_target(table: torch.Tensor, token_ids: Any, lm_shim: str = "
 
 
 # --------------------------------------------------------------------------------------
-# Qwen3-Omni (vllm_omni qwen3_omni/qwen3_omni_moe_thinker.py, issue 14)
+# Qwen3-Omni (vllm_omni qwen3_omni/qwen3_omni_moe_thinker.py)
 # --------------------------------------------------------------------------------------
 
 REPLICA_OF_QWEN3 = (

@@ -7,7 +7,7 @@ an instance without the real ``__init__`` (``cls.__new__`` + ``nn.Module.__init_
 holding only what ``embed_input_ids`` touches: ``config`` (the checkpoint's
 ``thinker_config`` through transformers' ``Qwen2_5OmniThinkerConfig``),
 ``_has_oov_mm_tokens = False`` and a language model around the checkpoint's table.
-The language model is built from vLLM's own classes (``lm_shim``, issue 11): ``flat``
+The language model is built from vLLM's own classes (``lm_shim``): ``flat``
 is the PR script's shim, ``embed_input_ids(ids) -> self.embed_tokens(ids)`` around
 vLLM's ``VocabParallelEmbedding``; ``production`` is the served chain, the real
 ``Qwen2ForCausalLM.embed_input_ids`` -> ``Qwen2Model.embed_input_ids`` ->
@@ -17,7 +17,7 @@ The two variants are the method at ``baseline_ref`` (compiled by
 :mod:`embedbench.omni.gitsource` against the live class) and at ``candidate_ref``
 (``WORKTREE``: the live method), both bound to that instance.
 
-The checkpoint's family (issue 14) picks the class and its path: Qwen2.5-Omni's
+The checkpoint's family picks the class and its path: Qwen2.5-Omni's
 ``Qwen2_5OmniThinkerForConditionalGeneration`` or Qwen3-Omni's
 ``Qwen3OmniMoeThinkerForConditionalGeneration``
 (``vllm_omni/model_executor/models/qwen3_omni/qwen3_omni_moe_thinker.py``). The Qwen3-Omni
