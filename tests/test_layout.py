@@ -174,5 +174,5 @@ def test_code_cites_its_own_docs_not_spec_design_or_issue_numbers():
 def test_the_citation_rule_catches_what_it_forbids():
     for text in ("(SPEC §3)", "DESIGN §1", "issue 14", "Issue 12:", "§4 of the spec"):
         assert _UNCITABLE.search(text), text
-    for text in ("QUICK_DESIGN = [", "SMALL_DESIGN_DF", "docs/PERFORMANCE.md, \"CLI start-up\""):
+    for text in ("QUICK_DESIGN = [", "SMALL_DESIGN_DF", 'docs/PERFORMANCE.md, "CLI start-up"'):
         assert not _UNCITABLE.search(text), text
