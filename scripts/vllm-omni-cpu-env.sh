@@ -13,7 +13,7 @@
 # About 2.5 GB on disk; a fresh build took 61-87 s on the project's 2-core CI machine
 # (torch from its local wheel, the rest, ~1.2 GB of wheels, from the package registry).
 #
-# What is in it (README, "Run against your vLLM-Omni checkout"):
+# What is in it (docs/real-code.md):
 # * torch==2.13.0 first ($EMBEDBENCH_TORCH overrides the pip arguments, e.g. with an
 #   --index-url of CPU wheels): where pip finds the CPU wheel (this project's machines
 #   have it on disk) no CUDA build is pulled.

@@ -20,7 +20,7 @@ os.environ["EMBEDBENCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="embedbench-test-loc
 os.environ["EMBEDBENCH_CONTENTION_WINDOW_S"] = "0.02"
 
 
-# Every test module's tier (README, Commands: `make test-unit` runs `-m unit`):
+# Every test module's tier (docs/development.md, "Test tiers": `make test-unit` runs `-m unit`):
 #   unit         fast (the tier runs in well under a minute), never runs the harness
 #   e2e          runs the harness (`embedbench run`, `run()`, the self-test, in process or
 #                as `python -m embedbench`), or takes seconds end to end without it: the

@@ -1,4 +1,4 @@
-"""The tree shows the pipeline, and its import rule holds (README, Layout).
+"""The tree shows the pipeline, and its import rule holds (docs/development.md, "Layout").
 
 - ``embedbench/harness``: how to time fairly; knows no model.
 - ``embedbench/omni``: the Qwen2.5-Omni / vLLM-Omni domain; only the run side uses it.

@@ -308,13 +308,13 @@ def test_committed_notebooks_match_their_source_script():
 
 
 def test_the_readmes_html_path_loads_nothing_from_the_network(small_run_dir, tmp_path):
-    """The README's nbconvert line (and make's) on an executed notebook: no remote script."""
+    """docs/usage.md's nbconvert line (and make's) on an executed notebook: no remote script."""
     import re
     import shlex
 
     root = NOTEBOOKS.parent
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    [line] = [ln for ln in readme.splitlines() if ln.startswith("jupyter nbconvert --to html")]
+    usage = (root / "docs" / "usage.md").read_text(encoding="utf-8")
+    [line] = [ln for ln in usage.splitlines() if ln.startswith("jupyter nbconvert --to html")]
     argv = shlex.split(line.split("#")[0])
     assert argv[-1].endswith(".ipynb") and "--template-file" in argv
     template = argv[argv.index("--template-file") + 1]

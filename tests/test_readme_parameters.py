@@ -1,4 +1,4 @@
-"""The README lists every run parameter: the CLI synopsis and the notebook parameters."""
+"""docs/usage.md lists every run parameter: the CLI synopsis and the notebook parameters."""
 
 import dataclasses
 import re
@@ -9,12 +9,12 @@ from embedbench.cli import build_parser, config_from_args
 from embedbench.config import CompareConfig, ReportConfig, RunConfig, cli_flag
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+USAGE = (ROOT / "docs" / "usage.md").read_text()
 
 
 def _between(start: str, end: str) -> str:
-    begin = README.index(start)
-    return README[begin : README.index(end, begin)]
+    begin = USAGE.index(start)
+    return USAGE[begin : USAGE.index(end, begin)]
 
 
 def _run_options() -> set[str]:
@@ -35,7 +35,7 @@ def test_the_notebooks_section_names_every_notebook_parameter():
     named = set(re.findall(r"`([a-z_]+)`", section))
     for config_class in (RunConfig, ReportConfig, CompareConfig):
         missing = [f.name for f in dataclasses.fields(config_class) if f.name not in named]
-        assert not missing, f"README's notebook section lacks {missing}"
+        assert not missing, f"usage.md's notebook section lacks {missing}"
 
 
 def _fenced_run_examples() -> list[tuple[str, str]]:
