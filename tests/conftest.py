@@ -46,6 +46,8 @@ TIERS = {
         "test_outlier_workers.py",  # seeded simulations and in-memory rows: no harness run
         "test_makefile.py",  # make's own lines, papermill echoed: no run, no notebook
         "test_gpu_check.py",  # gpu_check.sh's core pick and report on fakes: no run
+        "test_cli_docs.py",  # docs/cli.md against the parsers: no run
+        "test_docs.py",  # links, fenced commands and make targets of README.md and docs/
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),
