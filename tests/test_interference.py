@@ -89,7 +89,13 @@ def test_without_allow_busy_bursts_are_refused_in_one_line_or_labelled(
     errors = [line for line in proc.stderr.splitlines() if line.startswith("embedbench:")]
     assert proc.returncode == 2, proc.stderr
     assert len(errors) == 1 and "Traceback" not in proc.stderr
-    assert "host stayed noisy" in errors[0] and "--allow-busy" in errors[0]
+    assert "--allow-busy" in errors[0]
+    if "is busy" in errors[0] or " % busy" in errors[0]:
+        # With other load on the machine the bursts can push the core past the contention
+        # guard's bar: refused before the canary is asked, which is as right.
+        assert f"cpu core {allowed_cores()[0]} is" in errors[0]
+        return
+    assert "host stayed noisy" in errors[0]
     assert "waiting up to 3 s for a quiet host" in proc.stderr
 
 
