@@ -42,6 +42,7 @@ TIERS = {
         *("test_layout.py", "test_probe.py", "test_nvml.py"),
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_figures.py",  # runs built in memory: no harness run
+        "test_interactive.py",  # the figures' tables and charts, from runs built in memory
         "test_one_estimator.py",
         "test_makefile.py",  # make's own lines, papermill echoed: no run, no notebook
         "test_gpu_check.py",  # gpu_check.sh's core pick and report on fakes: no run

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE
-from embedbench.report import figuredata, sections, static, tables
+from embedbench.report import figuredata, interactive, sections, static, tables, views
 from embedbench.report.html import render_html
 from embedbench.report.results import RunResult
 from embedbench.report.summary import summary_row
@@ -163,12 +163,10 @@ def _by_gid(fig: Figure, gid: str) -> list:
 
 def test_every_figure_is_a_figure_with_alt_text():
     result = make_result(outlier=4)
-    figures = [
-        item
-        for section in sections.REPORT_SECTIONS
-        for item in section.render(result)
-        if isinstance(item, Figure)
-    ]
+    items = [item for section in sections.REPORT_SECTIONS for item in section.render(result)]
+    shown = [i for i in items if isinstance(i, Figure | views.View)]
+    assert all(isinstance(i, views.View) for i in shown)  # every figure is interactive too
+    figures = [i.figure for i in shown]
     heads = [(f.get_suptitle() or f.axes[0].get_title()).splitlines()[0] for f in figures]
     assert heads == [
         "Reduction per case with the 95% interval the verdict uses",
@@ -182,11 +180,19 @@ def test_every_figure_is_a_figure_with_alt_text():
     assert set(bundle) == {"image/png", "text/html", "text/plain"}
     assert metadata["image/png"]["alt"] == figures[0].alt_text
     assert bundle["text/html"].startswith('<img alt="Forest plot of the host latency reduction')
+    # A view's bundle: the chart and the same figure's PNG with its alt text, no HTML (which
+    # JupyterLab would prefer to the chart).
+    bundle, metadata = shown[0]._repr_mimebundle_()
+    assert set(bundle) == {interactive.MIME, "image/png", "text/plain"}
+    assert metadata["image/png"]["alt"] == figures[0].alt_text
+    assert bundle["image/png"] == figures[0]._repr_mimebundle_()[0]["image/png"]
+    assert bundle[interactive.MIME]["description"] == figures[0].alt_text
 
 
 def test_the_html_page_gives_every_image_its_alt_text():
     page = render_html(make_result(outlier=4))
-    images = re.findall(r"<img [^>]*>", page)
+    markup = re.sub(r"<script>.*?</script>", "", page, flags=re.S)  # not the inlined JS's
+    images = re.findall(r"<img [^>]*>", markup)
     assert len(images) == 4  # forest, paired blocks, box and dots, per call (no MHz trace)
     alts = [re.search(r'alt="([^"]*)"', image).group(1) for image in images]
     assert all(len(alt) > 40 and alt != "figure" for alt in alts)
@@ -196,7 +202,7 @@ def test_the_html_page_gives_every_image_its_alt_text():
 
 def test_the_notebooks_and_the_html_page_show_the_same_sections():
     result = make_result()
-    page = render_html(result)
+    page = re.sub(r"<script>.*?</script>", "", render_html(result), flags=re.S)
     titles = [s.title for s in sections.REPORT_SECTIONS if s.title]
     assert re.findall(r"<h2>(.*?)</h2>", page) == [t.replace("'", "&#x27;") for t in titles]
     calls = [f"show(sections.{s.name}(result))" for s in sections.REPORT_SECTIONS]
@@ -366,7 +372,7 @@ def test_an_observable_frequency_is_traced_per_block_with_the_variant_that_ran()
     assert {line.get_gid() for line in segments} == set(VARIANTS)
     assert ax.get_xlabel() == "wall time since the first block (s)"
     assert "source: /proc/cpuinfo" in ax.get_title()
-    assert isinstance(sections.cpu_frequency(result)[0], static.ReportFigure)
+    assert isinstance(sections.cpu_frequency(result)[0], views.View)
 
 
 def test_a_gpu_run_adds_the_sm_clock_trace_after_the_cpu_line():
@@ -387,7 +393,7 @@ def test_a_gpu_run_adds_the_sm_clock_trace_after_the_cpu_line():
     assert "345–1980 MHz" in fig.alt_text
     shown = sections.cpu_frequency(result)
     assert isinstance(shown[0], sections.Note) and shown[1] is not None
-    assert isinstance(shown[1], static.ReportFigure)
+    assert isinstance(shown[1], views.View)
 
 
 # --- across runs ------------------------------------------------------------------------
@@ -491,5 +497,5 @@ def test_the_canary_trace_shows_each_block_edge_and_each_workers_median():
     )
     assert len(_by_gid(fig, "median")) == 3  # one dashed step per worker
     assert "700–709 µs" in fig.alt_text and "host stable" in fig.alt_text
-    rendered = [item for item in sections.cpu_frequency(result) if isinstance(item, Figure)]
+    rendered = [v.figure for v in sections.cpu_frequency(result) if isinstance(v, views.View)]
     assert fig.axes[0].get_title() in [f.axes[0].get_title() for f in rendered]

@@ -103,7 +103,7 @@ def test_the_tree_has_the_three_stages_and_a_thin_top():
     assert {"timing", "isolation", "stats", "blocks", "diagnostics"} <= layers["harness"]
     assert {"checkpoint", "scenarios", "targets", "validation", "gitsource"} <= layers["omni"]
     report = {"results", "schema", "compat", "summary", "tables", "gate"}
-    assert report | {"figuredata", "static"} <= layers["report"]
+    assert report | {"figuredata", "static", "interactive", "views"} <= layers["report"]
     # The top level holds the shared vocabulary, the run orchestration and the front end.
     assert len(layers["top"]) <= 12, sorted(layers["top"])
 
