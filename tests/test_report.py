@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from embedbench import ConfigError, load_results
 from embedbench.config import RunConfig
 from embedbench.omni.scenarios import CASE_LABELS, CASES
-from embedbench.report import static, tables
+from embedbench.report import interactive, static, tables
 from embedbench.report.html import render_html, write_html
 
 
@@ -146,8 +146,13 @@ def test_html_export_is_self_contained(result, tmp_path):
     assert static.canary_trace(result) is not None  # every run of this code has its canary
     assert page.count('src="data:image/png;base64,') == 5 + observable
     assert page.count("<img alt=") == 5 + observable and 'alt="figure"' not in page
+    assert page.count('class="eb-spec"') == 5 + observable  # each figure's chart beside it
     assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in page
-    assert "http://" not in page and "https://" not in page
+    # Outside the inlined vega builds (SVG namespaces, the editor's address), no address
+    # but the specs' schema identifier, which nothing fetches; nothing loads from anywhere.
+    markup = re.sub(r"<script>.*?</script>", "", page, flags=re.S)
+    assert set(re.findall(r"https?://[^\s\"'<>\\]+", markup)) == {interactive.SCHEMA}
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
     out = write_html(result, tmp_path / "r.html")
     assert out.read_text(encoding="utf-8") == page
 
