@@ -165,8 +165,8 @@ def _wait_marks(driver, figure, name: str, count: int) -> list:
 HIT = """
 const [element] = arguments;
 const box = element.getBoundingClientRect();
-for (const dx of [0, 1, -1, 2, -2, 3, -3]) {
-  for (const dy of [0, 1, -1, 2, -2]) {
+for (const dx of [0, 1, -1, 2, -2, 3, -3, 4, -4]) {
+  for (const dy of [0, 1, -1, 2, -2, 3, -3]) {
     const x = Math.round(box.x + box.width / 2) + dx, y = Math.round(box.y + box.height / 2) + dy;
     if (document.elementFromPoint(x, y) === element) return [x, y];
   }
@@ -323,6 +323,51 @@ def test_jupyterlab_renders_the_charts_of_an_untrusted_notebook(driver, tmp_path
             driver.save_screenshot(str(tmp_path / "jupyterlab.png"))
         assert not driver.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output img")  # charts
     finally:
+        driver.get("about:blank")  # leave JupyterLab (it warns on unload) before it stops
+        driver.get_log("browser")
         _network(driver, offline=True)
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_compare_view_hides_a_run_with_its_checkbox(driver, tmp_path):
+    """The compare notebook's chart through the offline template: unticking a run removes
+    its marks; ticking it brings them back."""
+    from nbconvert import HTMLExporter
+
+    from embedbench.report import tables
+
+    runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
+    data, metadata = sections.comparison(runs, tables.reference_results())[0].bundle()
+    notebook = tmp_path / "compare.ipynb"
+    nbformat.write(
+        new_notebook(
+            cells=[
+                new_code_cell(
+                    "show()", outputs=[new_output("display_data", data=data, metadata=metadata)]
+                )
+            ]
+        ),
+        notebook,
+    )
+    exporter = HTMLExporter(template_file=str(ROOT / "scripts" / "offline.html.j2"))
+    exporter.exclude_input = True
+    page = tmp_path / "compare.html"
+    page.write_text(exporter.from_filename(str(notebook))[0], encoding="utf-8")
+    driver.get_log("browser")
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 60).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-eb-charts") == "1"
+    )
+    figure = driver.find_element(By.CSS_SELECTOR, ".eb-view")
+    points = _marks(figure, "compare_points")
+    assert len(points) == 2 + 2 + 6  # two cases per run, the PR's six rows
+    boxes = figure.find_elements(By.CSS_SELECTOR, ".vega-bindings input[type=checkbox]")
+    names = [b.find_element(By.XPATH, "..").text.strip() for b in boxes]
+    assert names[:2] == ["monday", "tuesday"] and len(names) == 3
+    boxes[0].click()  # hide monday
+    _wait_marks(driver, figure, "compare_points", 2 + 6)
+    boxes[0].click()
+    _wait_marks(driver, figure, "compare_points", 2 + 2 + 6)
+    driver.save_screenshot(str(tmp_path / "compare.png"))
+    assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

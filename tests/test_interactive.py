@@ -21,10 +21,10 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 from test_figures import make_result  # the in-memory runs the figure tests build
 
-from embedbench.cases import VARIANTS
+from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
 from embedbench.harness.stability import assess_host
-from embedbench.report import figuredata, interactive, sections, static, views
+from embedbench.report import figuredata, interactive, sections, static, tables, views
 from embedbench.report.html import render_html
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +46,10 @@ def _with_clocks(result):
 def _views(result) -> list[views.View]:
     items = [item for section in sections.REPORT_SECTIONS for item in section.render(result)]
     return [item for item in items if isinstance(item, views.View)]
+
+
+def reference_series() -> str:
+    return tables.reference_name(tables.reference_results())
 
 
 def _units(spec: dict) -> list[dict]:
@@ -227,3 +231,30 @@ def test_the_static_figures_stay_matplotlib_figures():
     result = make_result()
     assert isinstance(static.paired_blocks(result), static.ReportFigure)
     assert all(isinstance(v.figure, static.ReportFigure) for v in _views(result))
+
+
+def test_the_compare_view_draws_each_runs_reductions_from_one_table():
+    runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
+    reference = tables.reference_results()
+    table = figuredata.compare_table(runs, reference)
+    assert list(dict.fromkeys(table["series"])) == ["monday", "tuesday", reference_series()]
+    monday = table[table["series"] == "monday"]
+    assert list(monday["reduction_pct"]) == [r["reduction_pct"] for r in runs["monday"].summary]
+    assert table.loc[table["series"] == reference_series(), "low"].isna().all()
+    view = views.compare_reductions(runs, reference)
+    runs_index = {name: i for i, name in enumerate(dict.fromkeys(table["series"]))}
+    assert view.spec["data"]["values"] == interactive.records(
+        table.assign(
+            row=[CASE_LABELS[c] for c in table["case"]],
+            run=[runs_index[s] for s in table["series"]],
+        )
+    )
+    boxes = [p["bind"] for p in view.spec["params"]]  # a checkbox per run hides it
+    assert [b["name"] for b in boxes] == [f"{name} " for name in runs_index]
+    assert view.spec["transform"] == [{"filter": "[show_0, show_1, show_2][datum.run]"}]
+    # The PNG's dots are the table's reductions, run by run.
+    ax = view.figure.axes[0]
+    drawn = [sorted(line.get_xdata()) for line in ax.lines if line.get_marker() in ("o", "D")]
+    expected = [sorted(rows["reduction_pct"]) for _, rows in table.groupby("series", sort=False)]
+    assert drawn == [pytest.approx(e) for e in expected]
+    assert isinstance(sections.comparison(runs, reference)[0], views.View)

@@ -9,6 +9,7 @@ imports matplotlib or knows about JavaScript (docs/interactive.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ CALL_COLUMNS = ("case", "label", "tokens", "variant", "block", "worker", "call",
 LOW_PERCENTILE = 0.5
 HIGH_PERCENTILE = 99.0
 HOST = METRIC_ORDER.index("host_observed_us")
+COMPARE_COLUMNS = ("series", "case", "label", "tokens", "reduction_pct", "low", "high")
 FOREST_COLUMNS = (
     *("case", "label", "tokens", "reduction_pct", "low", "high", "verdict", "reading"),
     *("method", "aa_low", "aa_high"),
@@ -291,3 +293,37 @@ def forest_workers(result: RunResult) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows, columns=["case", "label", "tokens", "worker", "reduction_pct"])
+
+
+def compare_table(
+    runs: Mapping[str, RunResult],
+    reference: Mapping[str, Any] | None = None,
+    *,
+    allow_mixed_windows: bool = False,
+) -> pd.DataFrame:
+    """One row per valid case of each run (and of the PR's table, last, with no
+    interval), in the runs' order: its series label (with its timing window when windows
+    are mixed), the reduction and the verdict's interval (None where there is none).
+    Runs timed in different windows are refused unless ``allow_mixed_windows``."""
+    seen = tables.compared_windows(
+        dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
+    )
+    rows = []
+    for name, result in runs.items():
+        series = tables.series_label(name, seen)
+        for row in result.summary:
+            if not row.get("valid") or row.get("reduction_pct") is None:
+                continue
+            ci = row.get("reduction_ci95_pct") or [None, None]
+            label = CASE_LABELS.get(row["case"], row["case"])
+            reduction = float(row["reduction_pct"])
+            rows.append((series, row["case"], label, int(row["tokens"]), reduction, *ci[:2]))
+    if reference is not None:
+        series = tables.series_label(tables.reference_name(dict(reference)), seen)
+        tokens = int(reference.get("tokens"))
+        for row in reference["rows"]:
+            label = CASE_LABELS.get(row["case"], row["case"])
+            rows.append(
+                (series, row["case"], label, tokens, float(row["reduction_pct"]), None, None)
+            )
+    return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))

@@ -724,3 +724,96 @@ def reduction_forest(
         description,
         {"height": max(28 * len(rows), 80), "data": {"values": records(rows)}, "layer": layers},
     )
+
+
+COMPARE_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
+    ("series", "run", None),
+    ("label", "case", None),
+    ("tokens", "length (tokens)", None),
+    ("reduction_pct", "reduction (%)", ".2f"),
+    ("low", "interval low (%)", ".2f"),
+    ("high", "interval high (%)", ".2f"),
+)
+
+
+def compare_reductions(compare: pd.DataFrame, description: str) -> dict[str, Any]:
+    """Each run's reduction per case with the verdict's interval, one colour per run; a
+    checkbox per run hides it (the axis then fits the runs left)."""
+    title = "Reduction per case across runs"
+    if compare.empty:
+        return _note(title, description, "no valid rows to compare")
+    several = compare["tokens"].nunique() > 1
+    rows = compare.copy()
+    rows["row"] = [
+        tables.input_label(c, t, several) for c, t in zip(rows["case"], rows["tokens"], strict=True)
+    ]
+    keys = sorted(
+        set(zip(rows["case"], rows["tokens"], strict=True)), key=lambda k: tables.table_order(*k)
+    )
+    order = [tables.input_label(c, t, several) for c, t in keys]
+    runs = list(dict.fromkeys(rows["series"]))
+    rows["run"] = [runs.index(series) for series in rows["series"]]
+    shown = [
+        {"name": f"show_{i}", "value": True, "bind": {"input": "checkbox", "name": f"{run} "}}
+        for i, run in enumerate(runs)
+    ]
+    y = {"field": "row", "type": "nominal", "title": None, "sort": order}
+    offset = {"field": "series", "type": "nominal", "sort": runs}
+    color = {
+        "field": "series",
+        "title": "run",
+        "sort": runs,
+        "legend": {"orient": "bottom", "direction": "vertical", "labelLimit": 600},
+    }
+    tooltip = _tooltip(rows, COMPARE_TOOLTIP)
+    x_title = "host latency reduction (%) with the verdict's 95 % interval"
+    return _chart(
+        title,
+        description,
+        {
+            "height": {"step": 14 * max(len(runs), 2)},
+            "params": shown,
+            "data": {"values": records(rows)},
+            "transform": [{"filter": f"[{', '.join(p['name'] for p in shown)}][datum.run]"}],
+            "layer": [
+                {
+                    "mark": {"type": "rule", "color": "grey", "strokeDash": [4, 3]},
+                    "encoding": {"x": {"datum": 0}},
+                },
+                {
+                    "transform": [{"filter": "isValid(datum.low)"}],
+                    "mark": {"type": "rule", "strokeWidth": 2},
+                    "encoding": {
+                        "y": y,
+                        "yOffset": offset,
+                        "x": {"field": "low", "type": "quantitative", "title": x_title},
+                        "x2": {"field": "high"},
+                        "color": color,
+                        "tooltip": tooltip,
+                    },
+                },
+                {
+                    "name": "compare_points",
+                    "mark": {"type": "point", "filled": True, "size": 60},
+                    "params": [
+                        {
+                            "name": "zoom",
+                            "select": {"type": "interval", "encodings": ["x"]},
+                            "bind": "scales",
+                        },
+                    ],
+                    "encoding": {
+                        "y": y,
+                        "yOffset": offset,
+                        "x": {"field": "reduction_pct", "type": "quantitative", "title": x_title},
+                        "color": color,
+                        "shape": {
+                            "condition": {"test": "isValid(datum.low)", "value": "circle"},
+                            "value": "diamond",
+                        },
+                        "tooltip": tooltip,
+                    },
+                },
+            ],
+        },
+    )

@@ -207,7 +207,7 @@ def comparison(
     text, when CPU rows sit beside GPU rows: the caption travels with the image) and the
     row-wise differences of runs of one configuration (when any)."""
     items: list[Item] = [
-        static.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows)
+        views.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows)
     ]
     differences = tables.difference_table(dict(runs))
     if differences.empty:

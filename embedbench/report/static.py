@@ -847,18 +847,6 @@ def reduction_forest(result: RunResult) -> ReportFigure:
 # --- across runs --------------------------------------------------------------------------
 
 
-def _run_values(result: RunResult) -> dict[str, tuple[float, tuple[float, float] | None]]:
-    values = {}
-    for row in result.summary:
-        if row.get("valid") and row.get("reduction_pct") is not None:
-            ci = row.get("reduction_ci95_pct")
-            values[f"{row['case']}@{row['tokens']}"] = (
-                row["reduction_pct"],
-                (float(ci[0]), float(ci[1])) if ci else None,
-            )
-    return values
-
-
 def _key_label(key: str, several: bool) -> str:
     case, tokens = key.split("@")
     return _label(case, int(tokens), several)
@@ -882,20 +870,20 @@ def compare_reductions(
     Runs timed with different windows are refused unless ``allow_mixed_windows``, which
     labels every series with its window (``report.compared_windows``).
     """
-    seen = tables.compared_windows(
-        dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
-    )
+    table = figuredata.compare_table(runs, reference, allow_mixed_windows=allow_mixed_windows)
     series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = [
-        (tables.series_label(name, seen), _run_values(result)) for name, result in runs.items()
-    ]
-    if reference is not None:
-        tokens = reference.get("tokens")
-        series.append(
-            (
-                tables.series_label(tables.reference_name(dict(reference)), seen),
-                {f"{r['case']}@{tokens}": (r["reduction_pct"], None) for r in reference["rows"]},
-            )
+        (
+            name,
+            {
+                f"{r.case}@{r.tokens}": (
+                    r.reduction_pct,
+                    None if pd.isna(r.low) else (float(r.low), float(r.high)),
+                )
+                for r in rows.itertuples()
+            },
         )
+        for name, rows in table.groupby("series", sort=False)
+    ]
     keys = sorted({k for _, v in series for k in v}, key=_key_order)
     if not keys:
         return _message_panel("Reduction across runs", "no valid rows to compare")

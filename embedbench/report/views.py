@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -153,3 +154,17 @@ def canary_trace(result: RunResult) -> View | None:
     figure = static.canary_trace(result)
     medians = figuredata.worker_medians(result)
     return _trace(result, figure, "canary_us", "canary copy, µs (axis not from 0)", medians=medians)
+
+
+def compare_reductions(
+    runs: Mapping[str, RunResult],
+    reference: Mapping[str, Any] | None = None,
+    *,
+    allow_mixed_windows: bool = False,
+) -> View:
+    """The reductions across runs (and the PR's table); the PNG adds the same-configuration
+    differences beside them."""
+    mixed = {"allow_mixed_windows": allow_mixed_windows}
+    figure = static.compare_reductions(runs, reference, **mixed)
+    table = figuredata.compare_table(runs, reference, **mixed)
+    return View(figure, interactive.compare_reductions(table, figure.alt_text))
