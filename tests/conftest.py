@@ -1,5 +1,5 @@
 """Shared fixtures: a small synthetic checkpoint with the real vocabulary and token ids;
-and the test tiers (markers unit, e2e, notebook, integration; see TIERS)."""
+and the test tiers (markers unit, e2e, notebook, integration, browser; see TIERS)."""
 
 import os
 import tempfile
@@ -28,6 +28,7 @@ os.environ["EMBEDBENCH_CONTENTION_WINDOW_S"] = "0.02"
 #                CLI subprocess
 #   notebook     executes the notebooks through papermill
 #   integration  the real vLLM-Omni code in its CPU venv (scripts/vllm-omni-cpu-env.sh)
+#   browser      the offline HTML in Debian's headless chromium (skipped without one)
 # A test that uses the `small_run_dir` fixture (a harness run) is e2e wherever it lives; a
 # test's own tier marker (`@pytest.mark.e2e`) overrides its module's.
 TIERS = {
@@ -42,6 +43,7 @@ TIERS = {
         *("test_layout.py", "test_probe.py", "test_nvml.py"),
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_figures.py",  # runs built in memory: no harness run
+        "test_interactive.py",  # the figures' tables and charts, from runs built in memory
         "test_one_estimator.py",
         "test_outlier_workers.py",  # seeded simulations and in-memory rows: no harness run
         "test_makefile.py",  # make's own lines, papermill echoed: no run, no notebook
@@ -60,6 +62,7 @@ TIERS = {
     ],
     "notebook": ["test_notebooks.py"],
     "integration": ["test_vllm_omni_integration.py"],
+    "browser": ["test_browser.py"],
 }
 MODULE_TIER = {module: tier for tier, modules in TIERS.items() for module in modules}
 

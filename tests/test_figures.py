@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE
-from embedbench.report import plots, sections, tables
+from embedbench.report import figuredata, interactive, sections, static, tables, views
 from embedbench.report.html import render_html
 from embedbench.report.results import RunResult
 from embedbench.report.summary import summary_row
@@ -163,12 +163,10 @@ def _by_gid(fig: Figure, gid: str) -> list:
 
 def test_every_figure_is_a_figure_with_alt_text():
     result = make_result(outlier=4)
-    figures = [
-        item
-        for section in sections.REPORT_SECTIONS
-        for item in section.render(result)
-        if isinstance(item, Figure)
-    ]
+    items = [item for section in sections.REPORT_SECTIONS for item in section.render(result)]
+    shown = [i for i in items if isinstance(i, Figure | views.View)]
+    assert all(isinstance(i, views.View) for i in shown)  # every figure is interactive too
+    figures = [i.figure for i in shown]
     heads = [(f.get_suptitle() or f.axes[0].get_title()).splitlines()[0] for f in figures]
     assert heads == [
         "Reduction per case with the 95% interval the verdict uses",
@@ -177,16 +175,24 @@ def test_every_figure_is_a_figure_with_alt_text():
         "(black: outlier block)",
         "Per-call host latency: Interleaved audio/video",
     ]
-    assert all(isinstance(f, plots.ReportFigure) and len(f.alt_text) > 40 for f in figures)
+    assert all(isinstance(f, static.ReportFigure) and len(f.alt_text) > 40 for f in figures)
     bundle, metadata = figures[0]._repr_mimebundle_()
     assert set(bundle) == {"image/png", "text/html", "text/plain"}
     assert metadata["image/png"]["alt"] == figures[0].alt_text
     assert bundle["text/html"].startswith('<img alt="Forest plot of the host latency reduction')
+    # A view's bundle: the chart and the same figure's PNG with its alt text, no HTML (which
+    # JupyterLab would prefer to the chart).
+    bundle, metadata = shown[0]._repr_mimebundle_()
+    assert set(bundle) == {interactive.MIME, "image/png", "text/plain"}
+    assert metadata["image/png"]["alt"] == figures[0].alt_text
+    assert bundle["image/png"] == figures[0]._repr_mimebundle_()[0]["image/png"]
+    assert bundle[interactive.MIME]["description"] == figures[0].alt_text
 
 
 def test_the_html_page_gives_every_image_its_alt_text():
     page = render_html(make_result(outlier=4))
-    images = re.findall(r"<img [^>]*>", page)
+    markup = re.sub(r"<script>.*?</script>", "", page, flags=re.S)  # not the inlined JS's
+    images = re.findall(r"<img [^>]*>", markup)
     assert len(images) == 4  # forest, paired blocks, box and dots, per call (no MHz trace)
     alts = [re.search(r'alt="([^"]*)"', image).group(1) for image in images]
     assert all(len(alt) > 40 and alt != "figure" for alt in alts)
@@ -196,7 +202,7 @@ def test_the_html_page_gives_every_image_its_alt_text():
 
 def test_the_notebooks_and_the_html_page_show_the_same_sections():
     result = make_result()
-    page = render_html(result)
+    page = re.sub(r"<script>.*?</script>", "", render_html(result), flags=re.S)
     titles = [s.title for s in sections.REPORT_SECTIONS if s.title]
     assert re.findall(r"<h2>(.*?)</h2>", page) == [t.replace("'", "&#x27;") for t in titles]
     calls = [f"show(sections.{s.name}(result))" for s in sections.REPORT_SECTIONS]
@@ -212,7 +218,7 @@ def test_the_notebooks_and_the_html_page_show_the_same_sections():
 
 
 def test_the_paired_view_has_one_panel_per_case_in_time_order():
-    fig = plots.paired_blocks(make_result())
+    fig = static.paired_blocks(make_result())
     assert [ax.get_title() for ax in fig.axes] == [CASE_LABELS["audio"], CASE_LABELS["interleaved"]]
     assert fig.get_supylabel() == "block's reduction (%) = 100 × (1 − fixed / baseline)"
     assert all(ax.get_xlabel() == "block (time order)" for ax in fig.axes)
@@ -228,7 +234,7 @@ def test_the_paired_view_has_one_panel_per_case_in_time_order():
 def test_the_paired_view_rings_the_outlier_blocks_the_diagnostics_flag():
     result = make_result(outlier=5)
     assert result.summary[0]["diagnostics"]["outliers"]["flagged"] == [5]
-    fig = plots.paired_blocks(result)
+    fig = static.paired_blocks(result)
     rings = _by_gid(fig, "outliers")
     assert len(rings) == 2  # one per case
     assert all(isinstance(r, PathCollection) for r in rings)
@@ -241,13 +247,13 @@ def test_the_paired_view_draws_drift_and_an_order_effect_where_detected():
     drifting = make_result(drift=0.05, cases=("audio",))
     drift = drifting.summary[0]["diagnostics"]["drift"]
     assert drift["detected"] and drift["p_baseline"] < 0.05
-    fig = plots.paired_blocks(drifting)
+    fig = static.paired_blocks(drifting)
     assert _by_gid(fig, "baseline-drift")
     assert "drift: baseline μs rises" in fig.axes[0].get_title()
 
     ordered = make_result(order_shift=0.1, cases=("audio",))
     assert ordered.summary[0]["diagnostics"]["order_effect"]["detected"]
-    fig = plots.paired_blocks(ordered)
+    fig = static.paired_blocks(ordered)
     assert len(_by_gid(fig, "order-effect")) == 2  # one median line per run order
     assert "order effect" in fig.axes[0].get_title()
     assert "median per run order, in its colour (order effect detected)" in _texts(fig)
@@ -258,16 +264,16 @@ def test_the_paired_view_draws_drift_and_an_order_effect_where_detected():
 
 def test_the_box_plot_joins_each_blocks_halves_and_words_a_slowdown_plainly():
     slower = make_result(reduction=-0.05, outlier=3)
-    fig = plots.block_distributions(slower)
+    fig = static.block_distributions(slower)
     for ax in fig.axes:
         pairs = [line for line in ax.lines if line.get_gid() == "pair"]
         assert len(pairs) == 12
         assert [line.get_gid() for line in ax.lines].count("pair") == 12
-        assert sum(line.get_color() == plots.OUTLIER_EDGE for line in pairs) == 1
+        assert sum(line.get_color() == static.OUTLIER_EDGE for line in pairs) == 1
         assert re.fullmatch(r".+: fixed \d+\.\d % higher", ax.get_title())
         assert ax.get_ylabel() == ""  # once, for the figure
     assert fig.get_supylabel() == "block median host latency (μs); y axes do not start at 0"
-    faster = plots.block_distributions(make_result())
+    faster = static.block_distributions(make_result())
     assert all(re.fullmatch(r".+: fixed \d+\.\d % lower", ax.get_title()) for ax in faster.axes)
 
 
@@ -277,7 +283,7 @@ def test_the_box_plot_joins_each_blocks_halves_and_words_a_slowdown_plainly():
 def test_the_forest_labels_and_colours_each_row_by_its_verdict():
     result = make_result(cases=("text", "audio"))
     result.summary[0]["aa"] = {"reduction_pct": 0.1, "reduction_ci95_pct": [-1.0, 1.2]}
-    fig = plots.reduction_forest(result)
+    fig = static.reduction_forest(result)
     ax, right = fig.axes
     rows = list(reversed(result.summary))  # drawn bottom-up
     assert [t.get_text() for t in right.get_yticklabels()] == [
@@ -288,7 +294,7 @@ def test_the_forest_labels_and_colours_each_row_by_its_verdict():
         for r in rows
     )
     colors = [t.get_color() for t in right.get_yticklabels()]
-    assert colors == [plots.VERDICT_COLORS[r["verdict"]] for r in rows]
+    assert colors == [static.VERDICT_COLORS[r["verdict"]] for r in rows]
     intervals = _by_gid(fig, "interval")
     assert [tuple(seg[:, 0]) for c in intervals for seg in c.get_segments()] == [
         tuple(r["reduction_ci95_pct"]) for r in rows
@@ -316,14 +322,14 @@ def test_reduction_label_shows_a_level_below_95_percent():
 
 def test_the_call_figure_counts_the_calls_outside_its_range():
     result = make_result(tail=4)
-    fig = plots.call_distribution(result)
+    fig = static.call_distribution(result)
     ax = fig.axes[0]
-    calls = tables.calls_frame(result, "interleaved")
-    low, high = plots.call_range(calls)
+    calls = figuredata.case_calls(figuredata.call_table(result), "interleaved")
+    low, high = figuredata.call_range(calls)
     ticks = [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()]
     hidden = 0
     for variant, tick in zip(VARIANTS, ticks, strict=True):
-        values = calls.loc[calls["variant"] == variant, "host_observed_us"].to_numpy()
+        values = calls.loc[calls["variant"] == variant, "host_us"].to_numpy()
         above, below = int((values > high).sum()), int((values < low).sum())
         hidden += above
         assert tick.startswith(f"{variant} {len(values)} calls, ")
@@ -340,7 +346,7 @@ def test_the_call_figure_counts_the_calls_outside_its_range():
         ys = body.get_paths()[0].vertices[:, 1]
         assert bottom < ys.min() and ys.max() < top
     medians = _by_gid(fig, "median")
-    assert [to_hex(m.get_color()[0]) for m in medians] == [plots.COLORS[v] for v in VARIANTS]
+    assert [to_hex(m.get_color()[0]) for m in medians] == [static.COLORS[v] for v in VARIANTS]
 
 
 # --- CPU frequency ----------------------------------------------------------------------
@@ -348,8 +354,8 @@ def test_the_call_figure_counts_the_calls_outside_its_range():
 
 def test_an_unobservable_frequency_is_one_line_and_no_figure():
     result = make_result()
-    assert plots.frequency_trace(result) is None
-    note = plots.frequency_note(result)
+    assert static.frequency_trace(result) is None
+    note = static.frequency_note(result)
     assert note.startswith("CPU frequency not observable") and "\n" not in note
     assert sections.cpu_frequency(result) == [sections.Note(note)]
 
@@ -358,26 +364,26 @@ def test_an_observable_frequency_is_traced_per_block_with_the_variant_that_ran()
     result = copy.deepcopy(make_result(cases=("audio",)))
     for i, record in enumerate(result.records):
         record["cpu_mhz_start"], record["cpu_mhz_end"] = 3000.0 - i, 2990.0 - i
-    assert plots.frequency_note(result) is None
-    fig = plots.frequency_trace(result)
+    assert static.frequency_note(result) is None
+    fig = static.frequency_trace(result)
     ax = fig.axes[0]
     segments = [line for line in ax.lines if line.get_gid() in VARIANTS]
     assert len(segments) == len(result.records)  # one per block half
     assert {line.get_gid() for line in segments} == set(VARIANTS)
     assert ax.get_xlabel() == "wall time since the first block (s)"
     assert "source: /proc/cpuinfo" in ax.get_title()
-    assert isinstance(sections.cpu_frequency(result)[0], plots.ReportFigure)
+    assert isinstance(sections.cpu_frequency(result)[0], views.View)
 
 
 def test_a_gpu_run_adds_the_sm_clock_trace_after_the_cpu_line():
     cpu_only = make_result(cases=("audio",))
-    assert plots.gpu_clock_trace(cpu_only) is None  # no clock recorded: no figure
+    assert static.gpu_clock_trace(cpu_only) is None  # no clock recorded: no figure
     result = copy.deepcopy(make_result(cases=("audio",), device="cuda"))
     for i, record in enumerate(result.records):
         # The first block after a gap starts at idle clocks, then the GPU is back up.
         record["gpu_mhz_start"] = 345.0 if i == 0 else 1980.0
         record["gpu_mhz_end"] = 1980.0
-    fig = plots.gpu_clock_trace(result)
+    fig = static.gpu_clock_trace(result)
     ax = fig.axes[0]
     segments = [line for line in ax.lines if line.get_gid() in VARIANTS]
     assert len(segments) == len(result.records)
@@ -387,7 +393,7 @@ def test_a_gpu_run_adds_the_sm_clock_trace_after_the_cpu_line():
     assert "345–1980 MHz" in fig.alt_text
     shown = sections.cpu_frequency(result)
     assert isinstance(shown[0], sections.Note) and shown[1] is not None
-    assert isinstance(shown[1], plots.ReportFigure)
+    assert isinstance(shown[1], views.View)
 
 
 # --- across runs ------------------------------------------------------------------------
@@ -438,7 +444,7 @@ def test_cpu_beside_gpu_gets_a_caption():
     assert caption in shown[0].alt_text  # once: under the figure and in its alt text
     with_reference = tables.regime_caption({"cpu run": make_result()}, tables.reference_results())
     assert "18.2 % on PR #7477 (NVIDIA H100 80GB)" in with_reference
-    fig = plots.compare_reductions({"cpu run": make_result()}, tables.reference_results())
+    fig = static.compare_reductions({"cpu run": make_result()}, tables.reference_results())
     assert fig.get_supxlabel().replace("\n", " ") == with_reference
     assert with_reference in fig.alt_text
 
@@ -460,12 +466,12 @@ def test_runs_of_one_configuration_get_a_row_wise_difference_with_its_interval()
     table = tables.difference_table(runs)
     assert list(table["Runs (B − A)"]) == ["tuesday − monday"] * 2
     assert set(table["Reading"]) == {"the runs differ"}
-    fig = plots.compare_reductions(runs)
+    fig = static.compare_reductions(runs)
     assert len(fig.axes) == 2 and len(_by_gid(fig, "difference")) == 2
     # Another device is another configuration: no difference, no second panel.
     mixed = {"cpu": make_result(), "gpu": make_result(device="cuda")}
     assert tables.differences(mixed) == [] and tables.difference_table(mixed).empty
-    assert len(plots.compare_reductions(mixed).axes) == 1
+    assert len(static.compare_reductions(mixed).axes) == 1
 
 
 def test_a_one_process_run_gets_no_difference_interval():
@@ -479,17 +485,17 @@ def test_the_canary_trace_shows_each_block_edge_and_each_workers_median():
     from embedbench.harness.stability import assess_host
 
     result = make_result()
-    assert plots.canary_trace(result) is None  # a run from before the canary: no figure
+    assert static.canary_trace(result) is None  # a run from before the canary: no figure
     for i, record in enumerate(result.records):
         record["canary_us_start"] = 700.0 + (i % 5)
         record["canary_us_end"] = 705.0 + (i % 5)
     result.metadata["host_stability"] = assess_host(result.records).to_json()
     result.metadata["canary"] = {"bytes": 8 * 2**20}
-    fig = plots.canary_trace(result)
+    fig = static.canary_trace(result)
     assert fig.axes[0].get_title() == (
         "Canary (8.0 MiB copy) at each block half's edge: host stable"
     )
     assert len(_by_gid(fig, "median")) == 3  # one dashed step per worker
     assert "700–709 µs" in fig.alt_text and "host stable" in fig.alt_text
-    rendered = [item for item in sections.cpu_frequency(result) if isinstance(item, Figure)]
+    rendered = [v.figure for v in sections.cpu_frequency(result) if isinstance(v, views.View)]
     assert fig.axes[0].get_title() in [f.axes[0].get_title() for f in rendered]

@@ -103,9 +103,8 @@ def test_the_tree_has_the_three_stages_and_a_thin_top():
         layers.setdefault(layer(name), set()).add(name.rsplit(".", 1)[-1])
     assert {"timing", "isolation", "stats", "blocks", "diagnostics"} <= layers["harness"]
     assert {"checkpoint", "scenarios", "targets", "validation", "gitsource"} <= layers["omni"]
-    assert {"results", "schema", "compat", "summary", "tables", "plots", "gate"} <= (
-        layers["report"]
-    )
+    report = {"results", "schema", "compat", "summary", "tables", "gate"}
+    assert report | {"figuredata", "static", "interactive", "views"} <= layers["report"]
     # The top level holds the shared vocabulary, the run orchestration and the front end.
     assert len(layers["top"]) <= 12, sorted(layers["top"])
 
@@ -140,11 +139,11 @@ def late():
         "embedbench.harness.timing imports embedbench.report.tables",
         "embedbench.harness.timing imports embedbench.runner",
     ]
-    report = imported_modules(planted, "embedbench.report.plots")
-    assert violations("embedbench.report.plots", report) == [
-        "embedbench.report.plots imports embedbench.omni.scenarios",
-        "embedbench.report.plots imports embedbench.runner",
-        "embedbench.report.plots imports torch",
+    report = imported_modules(planted, "embedbench.report.static")
+    assert violations("embedbench.report.static", report) == [
+        "embedbench.report.static imports embedbench.omni.scenarios",
+        "embedbench.report.static imports embedbench.runner",
+        "embedbench.report.static imports torch",
     ]
     assert violations("embedbench.omni.scenarios", report) == []  # the domain may use torch
 

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from embedbench import ConfigError, load_results
 from embedbench.config import RunConfig
 from embedbench.omni.scenarios import CASE_LABELS, CASES
-from embedbench.report import plots, tables
+from embedbench.report import interactive, static, tables
 from embedbench.report.html import render_html, write_html
 
 
@@ -96,32 +96,32 @@ def _axes_with_data(fig: Figure) -> int:
 
 
 def test_figures_have_data(result):
-    assert _axes_with_data(plots.block_distributions(result)) == len(CASES)
-    assert _axes_with_data(plots.paired_blocks(result)) >= len(CASES)  # + twins for drift
-    assert _axes_with_data(plots.call_distribution(result)) == 1
-    assert _axes_with_data(plots.reduction_forest(result)) == 1
+    assert _axes_with_data(static.block_distributions(result)) == len(CASES)
+    assert _axes_with_data(static.paired_blocks(result)) >= len(CASES)  # + twins for drift
+    assert _axes_with_data(static.call_distribution(result)) == 1
+    assert _axes_with_data(static.reduction_forest(result)) == 1
 
 
 def test_frequency_trace_says_when_frequency_is_not_observable(result):
     unavailable = copy.deepcopy(result)
     for record in unavailable.records:
         record["cpu_mhz_start"] = record["cpu_mhz_end"] = None
-    assert plots.frequency_trace(unavailable) is None  # a line, not an empty figure
-    assert "not observable" in plots.frequency_note(unavailable)
+    assert static.frequency_trace(unavailable) is None  # a line, not an empty figure
+    assert "not observable" in static.frequency_note(unavailable)
 
     constant = copy.deepcopy(result)
     for record in constant.records:
         record["cpu_mhz_start"] = record["cpu_mhz_end"] = 2596.0
-    assert plots.frequency_trace(constant) is None
-    assert "constant 2596 MHz" in plots.frequency_note(constant)
+    assert static.frequency_trace(constant) is None
+    assert "constant 2596 MHz" in static.frequency_note(constant)
 
     varying = copy.deepcopy(result)
     for i, record in enumerate(varying.records):
         record["cpu_mhz_start"], record["cpu_mhz_end"] = 3000.0 - i, 2990.0 - i
-    fig = plots.frequency_trace(varying)
+    fig = static.frequency_trace(varying)
     assert _axes_with_data(fig) == 1
     assert "source:" in fig.axes[0].get_title()
-    assert plots.frequency_note(varying) is None
+    assert static.frequency_note(varying) is None
 
 
 def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
@@ -132,7 +132,7 @@ def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
     assert table.loc["Audio", "PR #7477 (NVIDIA H100 80GB): before (μs)"] == "104.32"
     name = "Qwen2.5-Omni · CPU · reference · synthetic"  # one run: its label is unique
     assert table.loc["Audio", f"{name}: before (μs)"] == tables.pr_table(result)["Before (μs)"][1]
-    assert _axes_with_data(plots.compare_reductions(runs, reference)) == 1
+    assert _axes_with_data(static.compare_reductions(runs, reference)) == 1
     assert list(tables.runs_table(runs).index) == [name]
     assert tables.runs_table(runs).loc[name, "directory"] == str(small_run_dir)
     with pytest.raises(ConfigError, match="at least 2"):
@@ -142,12 +142,17 @@ def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
 def test_html_export_is_self_contained(result, tmp_path):
     page = render_html(result)
     # forest, paired blocks, box and dots, per call, the canary; the MHz trace when observable
-    observable = plots.frequency_trace(result) is not None
-    assert plots.canary_trace(result) is not None  # every run of this code has its canary
+    observable = static.frequency_trace(result) is not None
+    assert static.canary_trace(result) is not None  # every run of this code has its canary
     assert page.count('src="data:image/png;base64,') == 5 + observable
     assert page.count("<img alt=") == 5 + observable and 'alt="figure"' not in page
+    assert page.count('class="eb-spec"') == 5 + observable  # each figure's chart beside it
     assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in page
-    assert "http://" not in page and "https://" not in page
+    # Outside the inlined vega builds (SVG namespaces, the editor's address), no address
+    # but the specs' schema identifier, which nothing fetches; nothing loads from anywhere.
+    markup = re.sub(r"<script>.*?</script>", "", page, flags=re.S)
+    assert set(re.findall(r"https?://[^\s\"'<>\\]+", markup)) == {interactive.SCHEMA}
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
     out = write_html(result, tmp_path / "r.html")
     assert out.read_text(encoding="utf-8") == page
 

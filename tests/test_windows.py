@@ -12,7 +12,7 @@ from embedbench.cli import main
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError
 from embedbench.report.compat import upgrade_metadata
-from embedbench.report.plots import compare_reductions
+from embedbench.report.static import compare_reductions
 from embedbench.report.tables import (
     MixedWindowsError,
     compare_table,

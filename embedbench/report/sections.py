@@ -1,7 +1,8 @@
 """The report's sections: one list for the notebooks and the HTML page.
 
 Each section has a title, a paragraph (markdown) and a function of the run that returns
-what it shows: tables (DataFrames), figures (``plots.ReportFigure``, with alt text),
+what it shows: tables (DataFrames), figures (``static.ReportFigure``, with alt text),
+views (``views.View``: the figure's PNG and its interactive chart, docs/interactive.md),
 one-line notes and preformatted text. ``scripts/build_notebooks.py`` writes one markdown
 and one code cell per section (``show(sections.NAME(result))``); ``html.render_html``
 calls the same functions, so both paths show the same sections from the same code.
@@ -18,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from embedbench.report import plots, tables
+from embedbench.report import static, tables, views
 from embedbench.report.results import RunResult
 
 
@@ -43,7 +44,7 @@ class RawHtml:
     html: str
 
 
-Item = pd.DataFrame | plots.ReportFigure | Note | Preformatted | RawHtml
+Item = pd.DataFrame | static.ReportFigure | views.View | Note | Preformatted | RawHtml
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,12 @@ def pr_format(result: RunResult) -> list[Item]:
 
 def interval_and_verdict(result: RunResult) -> list[Item]:
     """The statistics table and the forest plot of the verdict's intervals."""
-    return [tables.statistics_table(result), plots.reduction_forest(result)]
+    return [tables.statistics_table(result), views.reduction_forest(result)]
 
 
 def paired_blocks(result: RunResult) -> list[Item]:
     """Each block's reduction over time, with the diagnostics drawn."""
-    return [plots.paired_blocks(result)]
+    return [views.paired_blocks(result)]
 
 
 def diagnostics(result: RunResult) -> list[Item]:
@@ -91,25 +92,25 @@ def diagnostics(result: RunResult) -> list[Item]:
 
 def block_distributions(result: RunResult) -> list[Item]:
     """Box and dots of block medians, each block's halves joined."""
-    return [plots.block_distributions(result)]
+    return [views.block_distributions(result)]
 
 
 def call_distribution(result: RunResult) -> list[Item]:
     """Every call of the most complex case."""
-    return [plots.call_distribution(result)]
+    return [views.call_distribution(result)]
 
 
 def cpu_frequency(result: RunResult) -> list[Item]:
     """The frequency trace, or one line saying it cannot be observed; the canary trace
     (the effective speed, which a VM shows where it hides the frequency); and on a GPU run
     with NVML, the SM clock trace."""
-    trace = plots.frequency_trace(result)
+    trace = views.frequency_trace(result)
     items: list[Item] = (
         [trace]
         if trace is not None
-        else [Note(plots.frequency_note(result) or "CPU frequency not observable.")]
+        else [Note(static.frequency_note(result) or "CPU frequency not observable.")]
     )
-    extra = [plots.canary_trace(result), plots.gpu_clock_trace(result)]
+    extra = [views.canary_trace(result), views.gpu_clock_trace(result)]
     return [*items, *(fig for fig in extra if fig is not None)]
 
 
@@ -206,7 +207,7 @@ def comparison(
     text, when CPU rows sit beside GPU rows: the caption travels with the image) and the
     row-wise differences of runs of one configuration (when any)."""
     items: list[Item] = [
-        plots.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows)
+        views.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows)
     ]
     differences = tables.difference_table(dict(runs))
     if differences.empty:
@@ -223,7 +224,7 @@ def show(items: Iterable[Item]) -> None:
     for item in items:
         if isinstance(item, pd.DataFrame):
             display(tables.styled(item))
-        elif isinstance(item, plots.ReportFigure):
+        elif isinstance(item, static.ReportFigure | views.View):
             display(item)
         elif isinstance(item, RawHtml):
             display(HTML(item.html))
@@ -248,8 +249,10 @@ def item_html(item: Any) -> str:
     if isinstance(item, pd.DataFrame):
         index = not isinstance(item.index, pd.RangeIndex)
         return item.to_html(index=index, border=0, escape=True)
-    if isinstance(item, plots.ReportFigure):
+    if isinstance(item, static.ReportFigure):
         return item.img_html()
+    if isinstance(item, views.View):
+        return item.html()
     if isinstance(item, RawHtml):
         return item.html
     if isinstance(item, Note):

@@ -1,9 +1,11 @@
-"""Figures of a run, returned to the caller (never shown, never a backend switch).
+"""The static renderer: matplotlib figures of a run, returned to the caller (never shown,
+never a backend switch), each drawn from its table in ``figuredata``.
 
 Every figure is a ``ReportFigure``: a ``matplotlib.figure.Figure`` built without pyplot
 (so library code holds no global figure state) that carries its alt text. A notebook
 displays it as a PNG with that text (``_ipython_display_``); the HTML export writes the
-same ``<img alt=...>`` (``ReportFigure.img_html``).
+same ``<img alt=...>`` (``ReportFigure.img_html``). The interactive renderer
+(``interactive``) draws the same tables; docs/interactive.md says how the two travel together.
 
 The figures follow the paired design: each block runs baseline and fixed once each, in
 an order drawn per block, inside one of several worker processes; the verdict reads one
@@ -31,7 +33,7 @@ from scipy import stats as sps
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
-from embedbench.report import tables
+from embedbench.report import figuredata, tables
 from embedbench.report.results import RunResult
 
 FIGURE_DPI = 90
@@ -102,11 +104,6 @@ def _message_panel(title: str, message: str) -> ReportFigure:
     return fig
 
 
-def _case_keys(frame: pd.DataFrame) -> list[tuple[str, int]]:
-    keys = {(c, t) for c, t in zip(frame["case"], frame["tokens"], strict=True)}
-    return sorted(keys, key=lambda k: tables.table_order(*k))
-
-
 def _grid(n: int, ncols: int = 3) -> tuple[int, int]:
     cols = min(ncols, n)
     return int(np.ceil(n / cols)), cols
@@ -118,7 +115,7 @@ def _case_panels(
     """One panel per (case, tokens) of ``frame``, three to a row, ``width`` × ``height``
     inches each plus ``margin`` inches for titles and legend (unused panels hidden):
     the keys in table order, whether there are several lengths, the figure and its axes."""
-    keys = _case_keys(frame)
+    keys = figuredata.case_keys(frame)
     nrows, ncols = _grid(len(keys))
     fig = _new(width * ncols, height * nrows + margin)
     axes = fig.subplots(nrows, ncols, squeeze=False)
@@ -138,45 +135,6 @@ def _label(case: str, tokens: int, several: bool) -> str:
 
 
 # --- the paired blocks of one case --------------------------------------------------------
-
-
-def paired_frame(result: RunResult, case: str, tokens: int) -> pd.DataFrame:
-    """One row per block of one case, in time order: both medians, the block's reduction,
-    which variant ran first, the worker, and whether the diagnostics flag it an outlier."""
-    frame = tables.blocks_frame(result)
-    if frame.empty:
-        return pd.DataFrame()
-    sub = frame[(frame["case"] == case) & (frame["tokens"] == tokens)]
-    rows = []
-    for block, pair in sub.groupby("block", sort=True):
-        by_variant = {row["variant"]: row for _, row in pair.iterrows()}
-        if set(by_variant) != set(VARIANTS):
-            continue
-        base, fixed = (by_variant[v]["median_host_observed_us"] for v in VARIANTS)
-        positions = {v: by_variant[v]["position"] for v in VARIANTS}
-        known = all(p is not None and not pd.isna(p) for p in positions.values())
-        worker = by_variant[VARIANTS[0]]["worker"]
-        rows.append(
-            {
-                "block": int(block),
-                "baseline": float(base),
-                "fixed": float(fixed),
-                "reduction_pct": stats.reduction_pct(float(base), float(fixed)),
-                "first": min(positions, key=lambda v: positions[v]) if known else None,
-                "worker": None if worker is None or pd.isna(worker) else int(worker),
-            }
-        )
-    paired = pd.DataFrame(rows)
-    if paired.empty:
-        return paired
-    flagged = set(_diagnostics(result, case, tokens).get("outliers", {}).get("flagged") or [])
-    paired["outlier"] = [i in flagged for i in range(len(paired))]
-    return paired
-
-
-def _diagnostics(result: RunResult, case: str, tokens: int) -> dict[str, Any]:
-    row = result.summary_row(case, tokens) or {}
-    return row.get("diagnostics") or {}
 
 
 def _worker_spans(paired: pd.DataFrame) -> list[tuple[int, int, int]]:
@@ -247,7 +205,7 @@ def _draw_drift(ax: Axes, paired: pd.DataFrame, diag: dict[str, Any]) -> list[st
         twin = ax.twinx()
         twin.plot(
             x,
-            paired["baseline"],
+            paired["baseline_us"],
             color=DRIFT_COLOR,
             lw=1,
             alpha=0.6,
@@ -360,17 +318,18 @@ def paired_blocks(result: RunResult) -> ReportFigure:
     if frame.empty:
         return _message_panel(title, "no measured blocks in this run")
     keys, several, fig, axes = _case_panels(frame, 4.4, 3.2, 1.4)
+    table = figuredata.paired_table(result)
     alt_parts: list[str] = []
     used: set[str] = set()
     for ax, (case, tokens) in zip(axes.flat, keys, strict=False):
-        paired = paired_frame(result, case, tokens)
+        paired = figuredata.case_paired(table, case, tokens)
         label = _label(case, tokens, several)
         if paired.empty:
             ax.set_axis_off()
             ax.set_title(f"{label}: no complete block", fontsize=10)
             continue
         row = result.summary_row(case, tokens) or {}
-        diag = _diagnostics(result, case, tokens)
+        diag = figuredata.diagnostics(result, case, tokens)
         shaded, per_worker = _draw_workers(ax, paired, row)
         if shaded:
             used.add("workers")
@@ -438,18 +397,19 @@ def block_distributions(result: RunResult) -> ReportFigure:
     if frame.empty:
         return _message_panel(title, "no measured blocks in this run")
     keys, several, fig, axes = _case_panels(frame, 4.2, 3.1, 1.0)
+    table = figuredata.paired_table(result)
     rng = np.random.default_rng(0)
     not_from_zero: list[str] = []
     alt_parts: list[str] = []
     any_outlier = False
     for ax, (case, tokens) in zip(axes.flat, keys, strict=False):
-        paired = paired_frame(result, case, tokens)
+        paired = figuredata.case_paired(table, case, tokens)
         label = _label(case, tokens, several)
         if paired.empty:
             ax.set_axis_off()
             ax.set_title(f"{label}: no complete block", fontsize=10)
             continue
-        data = [paired[v].to_numpy() for v in VARIANTS]
+        data = [paired[f"{v}_us"].to_numpy() for v in VARIANTS]
         box = ax.boxplot(data, widths=0.5, patch_artist=True, showfliers=False, zorder=1)
         for patch, variant in zip(box["boxes"], VARIANTS, strict=True):
             patch.set_facecolor(COLORS[variant])
@@ -462,7 +422,7 @@ def block_distributions(result: RunResult) -> ReportFigure:
             any_outlier |= outlier
             ax.plot(
                 [1 + jitter[i], 2 + jitter[i]],
-                [block["baseline"], block["fixed"]],
+                [block["baseline_us"], block["fixed_us"]],
                 color=OUTLIER_EDGE if outlier else "#9a9a9a",
                 lw=1.5 if outlier else 0.7,
                 alpha=1.0 if outlier else 0.6,
@@ -472,7 +432,7 @@ def block_distributions(result: RunResult) -> ReportFigure:
         for x, variant in enumerate(VARIANTS, start=1):
             ax.scatter(
                 x + jitter,
-                paired[variant],
+                paired[f"{variant}_us"],
                 s=14,
                 color=COLORS[variant],
                 edgecolors=[OUTLIER_EDGE if o else "none" for o in paired["outlier"]],
@@ -515,20 +475,7 @@ def block_distributions(result: RunResult) -> ReportFigure:
 
 # --- every call of one case ---------------------------------------------------------------
 
-LOW_PERCENTILE = 0.5
-HIGH_PERCENTILE = 99.0
 LOG_SCALE_SPAN = 2.0  # a log axis once the plotted range spans more than this factor
-
-
-def call_range(calls: pd.DataFrame) -> tuple[float, float]:
-    """The plotted range of per-call latencies: the lowest variant's 0.5th percentile to
-    the highest variant's 99th."""
-    data = [calls.loc[calls["variant"] == v, "host_observed_us"].to_numpy() for v in VARIANTS]
-    data = [d for d in data if d.size]
-    return (
-        float(min(np.percentile(d, LOW_PERCENTILE) for d in data)),
-        float(max(np.percentile(d, HIGH_PERCENTILE) for d in data)),
-    )
 
 
 def _violin(ax: Axes, x: float, values: np.ndarray, color: str, log: bool) -> tuple[float, float]:
@@ -560,23 +507,23 @@ def call_distribution(result: RunResult, case: str | None = None) -> ReportFigur
     variant's median in its colour, and how many calls lie outside the range."""
     reason = tables.DETAIL_REASON if case is None else "the case asked for"
     case = case or tables.detail_case(result)
-    calls = tables.calls_frame(result, case) if case else pd.DataFrame()
+    every = figuredata.call_table(result)
+    calls = figuredata.case_calls(every, case) if case else every.iloc[0:0]
     title = "Per-call host latency"
     if calls.empty:
         return _message_panel(title, "no measured calls in this run")
-    measured = [r for r in result.records if r.get("case") == case]
-    tokens = min(r["tokens"] for r in measured)  # calls_frame's: the first length
-    lengths = {r["tokens"] for r in measured}
+    tokens = int(calls["tokens"].iloc[0])  # case_calls's: the first length
+    lengths = set(every.loc[every["case"] == case, "tokens"])
     label = CASE_LABELS.get(case, case) + (f" at {tokens} tokens" if len(lengths) > 1 else "")
     fig = _new(8, 4.8)
     ax = fig.add_subplot()
-    low, high = call_range(calls)
+    low, high = figuredata.call_range(calls)
     log = low > 0 and high / low > LOG_SCALE_SPAN
     spans = [low, high]
     outside_lines = []
     alt_parts = []
     for x, variant in enumerate(VARIANTS, start=1):
-        values = calls.loc[calls["variant"] == variant, "host_observed_us"].to_numpy()
+        values = calls.loc[calls["variant"] == variant, "host_us"].to_numpy()
         if not values.size:
             continue
         inside = values[(values >= low) & (values <= high)]
@@ -617,7 +564,7 @@ def call_distribution(result: RunResult, case: str | None = None) -> ReportFigur
     ax.set_ylabel(f"host latency per call (μs; {scale})")
     ax.set_title(
         f"Per-call host latency: {label}\n({reason}; "
-        f"{LOW_PERCENTILE:g}th–{HIGH_PERCENTILE:g}th percentile shown)",
+        f"{figuredata.LOW_PERCENTILE:g}th–{figuredata.HIGH_PERCENTILE:g}th percentile shown)",
         fontsize=11,
     )
     ax.grid(axis="y", alpha=0.3, which="both")
@@ -631,18 +578,19 @@ def call_distribution(result: RunResult, case: str | None = None) -> ReportFigur
 # --- CPU frequency ------------------------------------------------------------------------
 
 
-def _frequency_values(frame: pd.DataFrame) -> pd.Series:
-    return pd.concat([frame["cpu_mhz_start"], frame["cpu_mhz_end"]]).dropna()
+def _reads(edges: pd.DataFrame, column: str) -> pd.Series:
+    """Every value of ``column`` read at a block half's edge (empty when none)."""
+    return edges[column].dropna().astype(float) if len(edges) else pd.Series(dtype=float)
 
 
 def frequency_note(result: RunResult) -> str | None:
     """One line when the core's frequency cannot be observed (None when it can: then
     ``frequency_trace`` draws it)."""
-    frame = tables.blocks_frame(result)
+    edges = figuredata.edge_table(result)
     source = result.metadata.get("cpu_frequency_source", "unknown")
-    if frame.empty:
+    if edges.empty:
         return "CPU frequency: no measured blocks in this run."
-    mhz = _frequency_values(frame)
+    mhz = _reads(edges, "cpu_mhz")
     if mhz.empty:
         return f"CPU frequency not observable on this machine (source: {source})."
     if mhz.nunique() == 1:
@@ -653,16 +601,21 @@ def frequency_note(result: RunResult) -> str | None:
     return None
 
 
-def _clock_segments(ax: Any, frame: pd.DataFrame, clock: str) -> list[Line2D]:
-    """One segment per block half, from ``{clock}_start`` to ``{clock}_end`` over wall time
+def _clock_segments(ax: Any, edges: pd.DataFrame, column: str) -> list[Line2D]:
+    """One segment per block half, from its start's ``column`` to its end's over wall time
     since the first block, coloured by the variant that ran; the legend's handles."""
-    t0 = frame["wall_start"].min()
     for variant in VARIANTS:
-        sub = frame[frame["variant"] == variant]
-        xs = np.column_stack([sub["wall_start"] - t0, sub["wall_end"] - t0])
-        ys = np.column_stack([sub[f"{clock}_start"], sub[f"{clock}_end"]]).astype(float)
-        for x, y in zip(xs, ys, strict=True):
-            ax.plot(x, y, color=COLORS[variant], lw=1.2, marker=".", ms=4, gid=variant)
+        sub = edges[edges["variant"] == variant]
+        for _, half in sub.groupby(["case", "tokens", "block"], sort=False):
+            ax.plot(
+                half["wall_s"],
+                half[column],
+                color=COLORS[variant],
+                lw=1.2,
+                marker=".",
+                ms=4,
+                gid=variant,
+            )
     ax.set_xlabel("wall time since the first block (s)")
     ax.grid(alpha=0.3)
     return [Line2D([], [], color=COLORS[v], marker=".", label=f"{v} ran") for v in VARIANTS]
@@ -674,18 +627,18 @@ def frequency_trace(result: RunResult) -> ReportFigure | None:
     frequency is not observable (``frequency_note`` says so in one line)."""
     if frequency_note(result) is not None:
         return None
-    frame = tables.blocks_frame(result)
+    edges = figuredata.edge_table(result)
     source = result.metadata.get("cpu_frequency_source", "unknown")
     core = result.metadata.get("cpu_core")
     fig = _new(11, 4)
     ax = fig.add_subplot()
-    mhz = _frequency_values(frame)
-    handles = _clock_segments(ax, frame, "cpu_mhz")
-    flagged = _frequency_flagged(result, frame)
+    mhz = _reads(edges, "cpu_mhz")
+    handles = _clock_segments(ax, edges, "cpu_mhz")
+    flagged = edges[edges["frequency_flag"] & (edges["edge"] == "start")]
     if not flagged.empty:
         ax.scatter(
-            flagged["wall_start"] - frame["wall_start"].min(),
-            flagged["cpu_mhz_start"],
+            flagged["wall_s"],
+            flagged["cpu_mhz"],
             s=80,
             facecolors="none",
             edgecolors=OUTLIER_EDGE,
@@ -721,13 +674,13 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
     """The GPU's SM clock (NVML) at the start and end of every block half, over wall time,
     coloured by the variant that ran; None when no clock was recorded (CPU runs, or no
     NVML). A GPU that dropped to idle clocks in a gap shows as a low first block."""
-    frame = tables.blocks_frame(result)
-    clocks = _edge_reads(frame, "gpu_mhz")
+    edges = figuredata.edge_table(result)
+    clocks = _reads(edges, "gpu_mhz")
     if clocks.empty:
         return None
     fig = _new(11, 3.6)
     ax = fig.add_subplot()
-    handles = _clock_segments(ax, frame, "gpu_mhz")
+    handles = _clock_segments(ax, edges, "gpu_mhz")
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
     ax.set_ylabel("SM clock, MHz (axis not from 0)")
     name = result.metadata.get("device_name") or "the GPU"
@@ -740,44 +693,39 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
     return fig
 
 
-def _edge_reads(frame: pd.DataFrame, prefix: str) -> pd.Series:
-    """Every ``{prefix}_start`` and ``{prefix}_end`` value recorded (empty when none)."""
-    if frame.empty or f"{prefix}_start" not in frame:
-        return pd.Series(dtype=float)
-    return pd.concat([frame[f"{prefix}_start"], frame[f"{prefix}_end"]]).dropna().astype(float)
-
-
 def canary_trace(result: RunResult) -> ReportFigure | None:
     """The canary (one host memory copy of a lookup's output size) read at every block
     half's end (and a series' first start), over wall time, coloured by the variant that
     had just run, with each worker's median as a dashed step: the machine's effective
     speed, the trace a VM's hidden CPU frequency leaves; None when the run recorded no
     canary."""
-    frame = tables.blocks_frame(result)
-    reads = _edge_reads(frame, "canary_us")
+    edges = figuredata.edge_table(result)
+    reads = _reads(edges, "canary_us")
     if reads.empty:
         return None
     fig = _new(11, 3.6)
     ax = fig.add_subplot()
-    t0 = frame["wall_start"].min()
     handles = []
     for variant in VARIANTS:
-        sub = frame[frame["variant"] == variant]
-        xs = pd.concat([sub["wall_start"], sub["wall_end"]]) - t0
-        ys = pd.concat([sub["canary_us_start"], sub["canary_us_end"]]).astype(float)
-        ax.plot(xs, ys, ls="", marker=".", ms=4, color=COLORS[variant], gid=variant)
+        sub = edges[edges["variant"] == variant]
+        ax.plot(
+            sub["wall_s"],
+            sub["canary_us"],
+            ls="",
+            marker=".",
+            ms=4,
+            color=COLORS[variant],
+            gid=variant,
+        )
         label = f"{variant} ran"
         handles.append(Line2D([], [], ls="", marker=".", color=COLORS[variant], label=label))
     ax.set_xlabel("wall time since the first block (s)")
     ax.grid(alpha=0.3)
-    reading = result.metadata.get("host_stability") or {}
-    for worker in reading.get("workers") or []:
-        sub = frame[frame["worker"] == worker["worker"]]
-        if sub.empty:
-            continue
-        span = [sub["wall_start"].min() - t0, sub["wall_end"].max() - t0]
+    medians = figuredata.worker_medians(result)
+    for _, worker in medians.iterrows():
+        span = [worker["start_s"], worker["end_s"]]
         ax.plot(span, [worker["median_us"]] * 2, color="black", ls="--", lw=1, gid="median")
-    if reading.get("workers"):
+    if len(medians):
         handles.append(Line2D([], [], color="black", ls="--", label="worker's median"))
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
     ax.set_ylabel("canary copy, µs (axis not from 0)")
@@ -793,20 +741,6 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
     return fig
 
 
-def _frequency_flagged(result: RunResult, frame: pd.DataFrame) -> pd.DataFrame:
-    """Records of blocks the diagnostics flag for a frequency excursion."""
-    parts = []
-    for row in result.summary:
-        flagged = ((row.get("diagnostics") or {}).get("frequency") or {}).get("flagged") or []
-        if not flagged:
-            continue
-        sub = frame[(frame["case"] == row["case"]) & (frame["tokens"] == row["tokens"])]
-        blocks = sorted(set(sub["block"]))
-        chosen = {blocks[i] for i in flagged if i < len(blocks)}
-        parts.append(sub[sub["block"].isin(chosen)])
-    return pd.concat(parts) if parts else frame.iloc[0:0]
-
-
 # --- the verdict --------------------------------------------------------------------------
 
 
@@ -814,23 +748,24 @@ def reduction_forest(result: RunResult) -> ReportFigure:
     """Reduction per case with the interval the verdict uses, coloured by verdict, each
     row labelled with its figure; each worker's own reduction (the t interval's units)
     and the A/A interval where there is one."""
-    rows = [r for r in result.summary if r.get("valid") and r.get("reduction_ci95_pct")]
-    if not rows:
+    forest = figuredata.forest_table(result)
+    if forest.empty:
         return _message_panel("Host latency reduction", "no valid measured case")
-    several = len({r["tokens"] for r in rows}) > 1
-    rows.sort(key=lambda r: tables.table_order(r["case"], r["tokens"]), reverse=True)
+    units = figuredata.forest_workers(result)
+    several = forest["tokens"].nunique() > 1
+    rows = list(forest.iloc[::-1].to_dict("records"))  # drawn bottom-up
+    summary = [result.summary_row(r["case"], r["tokens"]) or {} for r in rows]
     fig = _new(11.5, 0.6 * len(rows) + 2.1)
     ax = fig.add_subplot()
     has_workers = has_aa = False
     for y, row in enumerate(rows):
-        color = VERDICT_COLORS.get(row.get("verdict"), "#57606a")
-        aa = (row.get("aa") or {}).get("reduction_ci95_pct")
-        if aa:
+        color = VERDICT_COLORS.get(row["verdict"], "#57606a")
+        if row["aa_low"] is not None and not pd.isna(row["aa_low"]):
             has_aa = True
             ax.fill_betweenx(
                 [y - 0.3, y + 0.3],
-                aa[0],
-                aa[1],
+                row["aa_low"],
+                row["aa_high"],
                 color="#d0d7de",
                 alpha=0.7,
                 zorder=1,
@@ -839,16 +774,16 @@ def reduction_forest(result: RunResult) -> ReportFigure:
             )
         # The headline is the interval's own estimate (Hodges–Lehmann's in one process),
         # so the dot lies on the bar, though not always at its middle.
-        low, high = row["reduction_ci95_pct"]
+        low, high = row["low"], row["high"]
         ax.hlines(y, low, high, color=color, lw=2.5, zorder=3, gid="interval")
         ax.plot([low, high], [y, y], "|", color=color, ms=12, mew=2, zorder=3)
         ax.plot(row["reduction_pct"], y, "o", color=color, ms=7, zorder=4)
-        units = row.get("worker_reduction_pct") or []
-        if len(units) > 1:
+        mine = units[(units["case"] == row["case"]) & (units["tokens"] == row["tokens"])]
+        if len(mine):
             has_workers = True
             ax.plot(
-                units,
-                [y - 0.22] * len(units),
+                mine["reduction_pct"],
+                [y - 0.22] * len(mine),
                 ls="",
                 marker="o",
                 ms=4,
@@ -862,14 +797,14 @@ def reduction_forest(result: RunResult) -> ReportFigure:
     ax.set_yticks(range(len(rows)), [_label(r["case"], r["tokens"], several) for r in rows])
     right = ax.twinx()
     right.set_ylim(ax.get_ylim())
-    right.set_yticks(range(len(rows)), [tables.reduction_label(r) for r in rows])
+    right.set_yticks(range(len(rows)), [r["reading"] for r in rows])
     for tick, row in zip(right.get_yticklabels(), rows, strict=True):
-        tick.set_color(VERDICT_COLORS.get(row.get("verdict"), "#57606a"))
+        tick.set_color(VERDICT_COLORS.get(row["verdict"], "#57606a"))
     right.tick_params(axis="y", length=0)
-    methods = {tables.interval_method(r) for r in rows}
+    methods = {r["method"] for r in rows}
     method = f"\n({methods.pop()})" if len(methods) == 1 else ""
     ax.set_xlabel("host latency reduction (%); positive: fixed is faster")
-    levels = {tables.level_text(r.get("ci_level", stats.CONFIDENCE)) for r in rows}
+    levels = {tables.level_text(r.get("ci_level", stats.CONFIDENCE)) for r in summary}
     level = f"{levels.pop()} " if len(levels) == 1 else ""
     ax.set_title(
         f"Reduction per case with the {level}interval the verdict uses{method}", fontsize=11
@@ -878,7 +813,7 @@ def reduction_forest(result: RunResult) -> ReportFigure:
     handles = [
         Line2D([], [], color=c, lw=2.5, marker="o", label=v)
         for v, c in VERDICT_COLORS.items()
-        if any(r.get("verdict") == v for r in rows)
+        if any(r["verdict"] == v for r in rows)
     ]
     if has_workers:
         handles.append(
@@ -902,8 +837,7 @@ def reduction_forest(result: RunResult) -> ReportFigure:
         "Forest plot of the host latency reduction per case with the interval the "
         "verdict uses: "
         + "; ".join(
-            f"{_label(r['case'], r['tokens'], several)} {tables.reduction_label(r)}"
-            for r in reversed(rows)
+            f"{_label(r['case'], r['tokens'], several)} {r['reading']}" for r in reversed(rows)
         )
         + "."
     )
@@ -911,18 +845,6 @@ def reduction_forest(result: RunResult) -> ReportFigure:
 
 
 # --- across runs --------------------------------------------------------------------------
-
-
-def _run_values(result: RunResult) -> dict[str, tuple[float, tuple[float, float] | None]]:
-    values = {}
-    for row in result.summary:
-        if row.get("valid") and row.get("reduction_pct") is not None:
-            ci = row.get("reduction_ci95_pct")
-            values[f"{row['case']}@{row['tokens']}"] = (
-                row["reduction_pct"],
-                (float(ci[0]), float(ci[1])) if ci else None,
-            )
-    return values
 
 
 def _key_label(key: str, several: bool) -> str:
@@ -948,20 +870,20 @@ def compare_reductions(
     Runs timed with different windows are refused unless ``allow_mixed_windows``, which
     labels every series with its window (``report.compared_windows``).
     """
-    seen = tables.compared_windows(
-        dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
-    )
+    table = figuredata.compare_table(runs, reference, allow_mixed_windows=allow_mixed_windows)
     series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = [
-        (tables.series_label(name, seen), _run_values(result)) for name, result in runs.items()
-    ]
-    if reference is not None:
-        tokens = reference.get("tokens")
-        series.append(
-            (
-                tables.series_label(tables.reference_name(dict(reference)), seen),
-                {f"{r['case']}@{tokens}": (r["reduction_pct"], None) for r in reference["rows"]},
-            )
+        (
+            name,
+            {
+                f"{r.case}@{r.tokens}": (
+                    r.reduction_pct,
+                    None if pd.isna(r.low) else (float(r.low), float(r.high)),
+                )
+                for r in rows.itertuples()
+            },
         )
+        for name, rows in table.groupby("series", sort=False)
+    ]
     keys = sorted({k for _, v in series for k in v}, key=_key_order)
     if not keys:
         return _message_panel("Reduction across runs", "no valid rows to compare")

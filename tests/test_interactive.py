@@ -1,0 +1,260 @@
+"""The figures' data apart from their drawing, and the interactive views drawn from it.
+
+The tables of ``figuredata`` are checked as tables (no matplotlib, no JavaScript); then
+that the PNG and the Vega-Lite chart of a view carry the same numbers, that every view has
+its tooltips, zoom and menus, and that both HTML paths (``embedbench report --html`` and
+nbconvert with the offline template) inline the charts' JavaScript once and fetch nothing.
+The charts themselves are rendered in a browser by tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+from test_figures import make_result  # the in-memory runs the figure tests build
+
+from embedbench.cases import CASE_LABELS, VARIANTS
+from embedbench.harness import stats
+from embedbench.harness.stability import assess_host
+from embedbench.report import figuredata, interactive, sections, static, tables, views
+from embedbench.report.html import render_html
+
+ROOT = Path(__file__).resolve().parents[1]
+VEGA_MARK = 't.version="5.33.0"'  # once in vega.min.js
+REMOTE = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)
+
+
+def _with_clocks(result):
+    """``result`` with a canary and a varying CPU frequency at every block half's edges."""
+    result = copy.deepcopy(result)
+    for i, record in enumerate(result.records):
+        record["canary_us_start"], record["canary_us_end"] = 700.0 + i % 5, 705.0 + i % 5
+        record["cpu_mhz_start"], record["cpu_mhz_end"] = 3000.0 - i, 2990.0 - i
+    result.metadata["host_stability"] = assess_host(result.records).to_json()
+    result.metadata["canary"] = {"bytes": 8 * 2**20}
+    return result
+
+
+def _views(result) -> list[views.View]:
+    items = [item for section in sections.REPORT_SECTIONS for item in section.render(result)]
+    return [item for item in items if isinstance(item, views.View)]
+
+
+def reference_series() -> str:
+    return tables.reference_name(tables.reference_results())
+
+
+def _units(spec: dict) -> list[dict]:
+    """Every unit (a layer with a mark) of a spec."""
+    return [layer for layer in spec.get("layer", [spec]) if "mark" in layer]
+
+
+# --- the tables -------------------------------------------------------------------------
+
+
+def test_the_figure_tables_and_specs_import_neither_matplotlib_nor_ipython():
+    code = (
+        "import sys\n"
+        "import embedbench.report.figuredata, embedbench.report.interactive\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', 'IPython'}))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_the_paired_table_has_each_complete_block_once_with_its_flags():
+    result = make_result(outlier=5)
+    table = figuredata.paired_table(result)
+    assert list(table.columns) == list(figuredata.PAIRED_COLUMNS)
+    assert list(dict.fromkeys(table["case"])) == ["audio", "interleaved"]  # table order
+    for case in ("audio", "interleaved"):
+        sub = figuredata.case_paired(table, case, 1172)
+        assert list(sub["order"]) == list(range(12)) == list(sub["block"])
+        assert list(sub["worker"]) == [b * 3 // 12 for b in range(12)]
+        assert list(sub["first"]) == [VARIANTS[b % 2] for b in range(12)]
+        assert list(sub.index[sub["outlier"]]) == [5]
+        assert list(sub["flags"]) == ["outlier" if b == 5 else "" for b in range(12)]
+        expected = [
+            stats.reduction_pct(b, f)
+            for b, f in zip(sub["baseline_us"], sub["fixed_us"], strict=True)
+        ]
+        assert list(sub["reduction_pct"]) == pytest.approx(expected)
+    assert table["canary_us"].isna().all()  # a run from before the canary
+
+
+def test_the_edge_table_has_both_edges_of_every_half():
+    result = _with_clocks(make_result(cases=("audio",)))
+    edges = figuredata.edge_table(result)
+    assert len(edges) == 2 * len(result.records)
+    assert edges["wall_s"].min() == 0.0
+    assert list(edges["edge"][:2]) == ["start", "end"]
+    assert edges["canary_us"].between(700, 709).all()
+    first = result.records[0]
+    assert edges["cpu_mhz"][:2].tolist() == [first["cpu_mhz_start"], first["cpu_mhz_end"]]
+    medians = figuredata.worker_medians(result)
+    assert list(medians["worker"]) == [0, 1, 2]
+    assert (medians["start_s"] < medians["end_s"]).all()
+
+
+def test_the_forest_table_is_the_summary_in_table_order():
+    result = make_result(cases=("text", "audio"))
+    forest = figuredata.forest_table(result)
+    assert list(forest["case"]) == ["text", "audio"]
+    for row, summary in zip(forest.to_dict("records"), result.summary, strict=True):
+        assert (row["low"], row["high"]) == tuple(summary["reduction_ci95_pct"])
+        assert row["reduction_pct"] == summary["reduction_pct"]
+        assert row["verdict"] == summary["verdict"] == stats.FASTER
+    workers = figuredata.forest_workers(result)
+    assert len(workers) == 2 * 3 and set(workers["worker"]) == {0, 1, 2}
+
+
+def test_the_call_table_has_every_timed_call():
+    result = make_result(tail=4)
+    calls = figuredata.call_table(result)
+    assert len(calls) == 2 * 12 * 2 * 20  # cases x blocks x variants x iterations
+    audio = figuredata.case_calls(calls, "audio")
+    first = result.records[0]
+    assert audio["host_us"][:20].tolist() == [s[0] for s in first["samples_us"]]
+    low, high = figuredata.call_range(audio)
+    assert low < high
+
+
+# --- the same numbers in both renderers ----------------------------------------------------
+
+
+def test_the_png_and_the_chart_of_the_paired_view_draw_one_table():
+    result = make_result(outlier=5)
+    table = figuredata.paired_table(result)
+    view = views.paired_blocks(result)
+    assert view.spec["data"]["values"] == interactive.records(table)
+    audio = figuredata.case_paired(table, "audio", 1172)
+    ax = view.figure.axes[0]
+    dots = [c for c in ax.collections if (c.get_gid() or "").startswith("first-")]
+    drawn = sorted((x, y) for c in dots for x, y in c.get_offsets())
+    assert [y for _, y in drawn] == pytest.approx(list(audio["reduction_pct"]))
+
+
+def test_every_view_has_tooltips_zoom_and_the_case_and_length_menus():
+    result = _with_clocks(make_result(cases=("text", "audio"), outlier=3))
+    shown = _views(result)
+    names = [v.spec["title"]["text"] for v in shown]
+    assert len(shown) == 6, names  # forest, paired, per block, per call, MHz, canary
+    for view in shown:
+        spec = view.spec
+        assert spec["$schema"].endswith("/vega-lite/v5.json")
+        assert spec["description"] == view.alt_text
+        units = _units(spec)
+        params = [p for u in units for p in u.get("params", [])]
+        assert any(p["name"] == "zoom" and p.get("bind") == "scales" for p in params), spec
+        assert any(u["encoding"].get("tooltip") for u in units)
+        assert "url" not in json.dumps(spec["data"])  # the data travels with the spec
+    by_title = dict(zip(names, shown, strict=True))
+    paired = by_title["Paired blocks over time: each dot is one block's baseline/fixed pair"]
+    menus = {p["name"]: p for p in paired.spec["params"]}
+    assert menus["sel_case"]["bind"]["options"] == ["text", "audio"]
+    assert menus["sel_case"]["bind"]["labels"] == ["Text", "Audio"]
+    assert menus["sel_tokens"]["bind"]["options"] == [1172]
+    [points] = [u for u in _units(paired.spec) if u.get("name") == "paired_points"]
+    fields = [t["field"] for t in points["encoding"]["tooltip"]]
+    assert fields == [
+        *("label", "tokens", "block", "worker", "order", "first", "baseline_us", "fixed_us"),
+        *("reduction_pct", "flags", "cpu_mhz", "canary_us"),
+    ]  # no GPU clock recorded: no GPU column
+    picks = {p["name"] for p in points["params"]}
+    assert picks == {"zoom", "worker_pick", "block_pick"}
+
+
+def test_a_view_without_data_says_so_in_both_renderers():
+    empty = make_result()
+    empty.records.clear()
+    view = views.paired_blocks(empty)
+    assert "no measured blocks" in view.alt_text
+    assert view.spec["data"]["values"] == [{"text": "no complete block in this run"}]
+
+
+# --- the HTML paths -----------------------------------------------------------------------
+
+
+def test_the_html_page_inlines_the_charts_javascript_once_and_fetches_nothing():
+    result = _with_clocks(make_result(outlier=4))
+    page = render_html(result)
+    shown = _views(result)
+    assert page.count(VEGA_MARK) == 1
+    assert page.count("vegaEmbed=") == 1 and page.count("embedbenchViews") == 1
+    specs = re.findall(r'<script [^>]*class="eb-spec"[^>]*>(.*?)</script>', page)
+    assert [json.loads(s) for s in specs] == [json.loads(views.spec_json(v.spec)) for v in shown]
+    markup = re.sub(r"<script>.*?</script>", "", page, flags=re.S)  # not the inlined JS's
+    images = re.findall(r"<img [^>]*>", markup)
+    assert len(images) == len(shown) and all(re.search(r'alt="[^"]{40,}"', i) for i in images)
+    assert not REMOTE.findall(page)
+
+
+def test_the_offline_template_draws_a_views_chart_and_keeps_its_png(tmp_path):
+    from nbconvert import HTMLExporter
+
+    result = _with_clocks(make_result(outlier=4))
+    view = views.paired_blocks(result)
+    data, metadata = view.bundle()
+    nb = new_notebook(
+        cells=[
+            new_code_cell(
+                "show(...)", outputs=[new_output("display_data", data=data, metadata=metadata)]
+            )
+        ]
+    )
+    path = tmp_path / "report.ipynb"
+    nbformat.write(nb, path)
+    exporter = HTMLExporter(template_file=str(ROOT / "scripts" / "offline.html.j2"))
+    exporter.exclude_input = True
+    page, _ = exporter.from_filename(str(path))
+    assert page.count(VEGA_MARK) == 1 and page.count("embedbenchViews") == 1
+    [spec] = re.findall(r'<script [^>]*class="eb-spec"[^>]*>(.*?)</script>', page)
+    assert json.loads(spec) == view.spec and "<" not in spec
+    assert f'alt="{view.alt_text[:40]}' in page
+    assert not REMOTE.findall(page)
+    # A notebook with no chart gets no JavaScript.
+    plain = new_notebook(cells=[new_code_cell("1", outputs=[])])
+    nbformat.write(plain, path)
+    assert VEGA_MARK not in exporter.from_filename(str(path))[0]
+
+
+def test_the_static_figures_stay_matplotlib_figures():
+    result = make_result()
+    assert isinstance(static.paired_blocks(result), static.ReportFigure)
+    assert all(isinstance(v.figure, static.ReportFigure) for v in _views(result))
+
+
+def test_the_compare_view_draws_each_runs_reductions_from_one_table():
+    runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
+    reference = tables.reference_results()
+    table = figuredata.compare_table(runs, reference)
+    assert list(dict.fromkeys(table["series"])) == ["monday", "tuesday", reference_series()]
+    monday = table[table["series"] == "monday"]
+    assert list(monday["reduction_pct"]) == [r["reduction_pct"] for r in runs["monday"].summary]
+    assert table.loc[table["series"] == reference_series(), "low"].isna().all()
+    view = views.compare_reductions(runs, reference)
+    runs_index = {name: i for i, name in enumerate(dict.fromkeys(table["series"]))}
+    assert view.spec["data"]["values"] == interactive.records(
+        table.assign(
+            row=[CASE_LABELS[c] for c in table["case"]],
+            run=[runs_index[s] for s in table["series"]],
+        )
+    )
+    boxes = [p["bind"] for p in view.spec["params"]]  # a checkbox per run hides it
+    assert [b["name"] for b in boxes] == [f"{name} " for name in runs_index]
+    assert view.spec["transform"] == [{"filter": "[show_0, show_1, show_2][datum.run]"}]
+    # The PNG's dots are the table's reductions, run by run.
+    ax = view.figure.axes[0]
+    drawn = [sorted(line.get_xdata()) for line in ax.lines if line.get_marker() in ("o", "D")]
+    expected = [sorted(rows["reduction_pct"]) for _, rows in table.groupby("series", sort=False)]
+    assert drawn == [pytest.approx(e) for e in expected]
+    assert isinstance(sections.comparison(runs, reference)[0], views.View)
