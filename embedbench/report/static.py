@@ -694,11 +694,11 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
 
 
 def canary_trace(result: RunResult) -> ReportFigure | None:
-    """The canary (one host memory copy of a lookup's output size) read at every block
-    half's end (and a series' first start), over wall time, coloured by the variant that
-    had just run, with each worker's median as a dashed step: the machine's effective
-    speed, the trace a VM's hidden CPU frequency leaves; None when the run recorded no
-    canary."""
+    """The canary (a gather of one lookup's rows from a table past the last-level cache)
+    read at every block half's end (and a series' first start), over wall time, coloured
+    by the variant that had just run, with each worker's median as a dashed step: the
+    machine's effective speed, the trace a VM's hidden CPU frequency leaves; None when the
+    run recorded no canary."""
     edges = figuredata.edge_table(result)
     reads = _reads(edges, "canary_us")
     if reads.empty:
@@ -728,7 +728,7 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
     if len(medians):
         handles.append(Line2D([], [], color="black", ls="--", label="worker's median"))
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
-    ax.set_ylabel("canary copy, µs (axis not from 0)")
+    ax.set_ylabel("canary read, µs (axis not from 0)")
     verdict = tables.host_verdict(result.metadata)
     size = (result.metadata.get("canary") or {}).get("bytes")
     what = f"{size / 2**20:.1f} MiB copy" if size else "copy"

@@ -898,7 +898,7 @@ def differences(
 
 
 def canary_level_us(metadata: dict[str, Any]) -> float | None:
-    """The run's canary level: the median of its workers' median canary copy (µs), or None
+    """The run's canary level: the median of its workers' median canary read (µs), or None
     when the run recorded no canary."""
     workers = (metadata.get("host_stability") or {}).get("workers") or []
     levels = [w["median_us"] for w in workers if w.get("median_us")]

@@ -153,7 +153,7 @@ def canary_trace(result: RunResult) -> View | None:
     """The canary at each block half's edge, with each worker's median (None without)."""
     figure = static.canary_trace(result)
     medians = figuredata.worker_medians(result)
-    return _trace(result, figure, "canary_us", "canary copy, µs (axis not from 0)", medians=medians)
+    return _trace(result, figure, "canary_us", "canary read, µs (axis not from 0)", medians=medians)
 
 
 def compare_reductions(
