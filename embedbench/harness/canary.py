@@ -89,15 +89,15 @@ class Canary:
             llc_bytes if llc_bytes is not None else sysinfo.last_level_cache_bytes(core)
         )
         needed = source_bytes(self.llc_bytes)
-        if table is not None and table.dim() == 2:
-            row_bytes = table.shape[1] * table.element_size()
+        matrix = table if table is not None and table.dim() == 2 else None
+        if matrix is not None:
+            row_bytes = matrix.shape[1] * matrix.element_size()
         if (
-            table is not None
-            and table.dim() == 2
-            and table.device.type == "cpu"
-            and table.numel() * table.element_size() >= needed
+            matrix is not None
+            and matrix.device.type == "cpu"
+            and matrix.numel() * matrix.element_size() >= needed
         ):
-            self._source, self.source = table, "embedding table"
+            self._source, self.source = matrix, "embedding table"
         else:
             self._source, self.source = _own_source(int(row_bytes), needed), "own buffer"
         width_bytes = self._source.shape[1] * self._source.element_size()

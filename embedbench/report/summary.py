@@ -7,6 +7,7 @@ script's output (which has no intervals), so both summarize the same way.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from embedbench.cases import CASE_LABELS, VARIANTS
@@ -62,10 +63,12 @@ def design_check(
     return found
 
 
-def worker_facts(table: BlockTable, records: list[Record]) -> dict[int, diagnostics.WorkerFacts]:
-    """Per worker: its canary level, page faults per call and block log-ratios in block
-    order, from the case's block table and raw records."""
-    d = stats.log_ratios(*(stats.block_medians(table.metric(v)) for v in VARIANTS))
+def worker_facts(
+    table: BlockTable, records: list[Record], d: Sequence[float]
+) -> dict[int, diagnostics.WorkerFacts]:
+    """Per worker: its canary level, page faults per call and block log-ratios ``d`` (the
+    case's, in block order, as its summary computed them), from the block table and raw
+    records."""
     found = {}
     for worker in sorted(set(table.workers)):
         index = [i for i, w in enumerate(table.workers) if w == worker]
@@ -92,7 +95,7 @@ def _outlier_workers(
     if pair.interval.method != stats.BETWEEN_PROCESSES or len(units) != len(workers):
         return None
     return diagnostics.outlier_workers(
-        dict(zip(workers, units, strict=True)), worker_facts(table, records)
+        dict(zip(workers, units, strict=True)), worker_facts(table, records, pair.log_ratios)
     )
 
 
