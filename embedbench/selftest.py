@@ -239,9 +239,13 @@ def _interval_check(pair: Any) -> Check:
     d = np.log(_block_medians(pair, "fixed") / _block_medians(pair, "baseline"))
     n = d.size
     low, high = pair.reduction_ci95_pct
+    expected = inverted_signed_rank_interval(d, stats.CONFIDENCE)
+    if high >= 100.0:
+        # No ratio of positive times reaches a 100 % reduction: the interval is wrong.
+        detail = f"interval reaches a {high:.1f} % reduction, which no positive time can"
+        return Check("interval size", False, detail, {"ratio": math.inf, "blocks": n})
     # reduction % = 100 · (1 − fixed/baseline): its low end is the log-ratio's high end.
     harness = (math.log(1 - high / 100.0), math.log(1 - low / 100.0))
-    expected = inverted_signed_rank_interval(d, stats.CONFIDENCE)
     half = (expected[1] - expected[0]) / 2.0
     off = max(abs(harness[0] - expected[0]), abs(harness[1] - expected[1]))
     passed = off <= INTERVAL_AGREEMENT * half if half > 0 else off < 1e-12

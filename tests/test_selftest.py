@@ -184,3 +184,14 @@ def test_a_wrongly_sized_interval_is_caught(monkeypatch, factor):
     monkeypatch.setattr(stats, "hodges_lehmann_interval", resized)
     result = selftest.run_selftest(50.0, seed=0, **DESIGN)
     assert "interval size" in _failed(result)
+
+
+def test_an_interval_past_a_full_reduction_fails_the_check_instead_of_crashing(monkeypatch):
+    real = stats.hodges_lehmann_interval
+
+    def past_full(*args, **kwargs):
+        return dataclasses.replace(real(*args, **kwargs), high=150.0)
+
+    monkeypatch.setattr(stats, "hodges_lehmann_interval", past_full)
+    result = selftest.run_selftest(50.0, seed=0, **DESIGN)
+    assert "interval size" in _failed(result)
