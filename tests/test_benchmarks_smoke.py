@@ -807,3 +807,41 @@ def test_side_by_side_quick_runs_both_tools_on_the_hash_pairs(tmp_path: Path) ->
     for pair in ("blake2b", "same"):
         for tool in tools:
             assert re.search(rf"\| {pair} \| [^|]+ \| {tool} \| [01] / 1 \|", res.stdout), tool
+
+
+def _bench_module(name: str):
+    sys.path.insert(0, str(BENCH))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_canary_ab_alternates_which_arm_goes_first():
+    order = _bench_module("canary_ab").arm_order(3)
+    assert order == ["on", "off", "off", "on", "on", "off"]
+
+
+def test_canary_ab_sd_test_tells_equal_from_different_spreads():
+    ab = _bench_module("canary_ab")
+    wide, narrow = [0.0, 4.0, -4.0, 8.0, -8.0, 2.0], [0.0, 0.1, -0.1, 0.2, -0.2, 0.05]
+    assert ab.sd_ratio_p(wide, narrow) < 0.01
+    assert ab.sd_ratio_p(narrow, wide) < 0.01
+    assert ab.sd_ratio_p(wide, [2 * x for x in wide[::-1]]) > 0.05
+
+
+@pytest.mark.slow
+def test_canary_ab_quick_runs_both_arms_and_reanalyses(small_checkpoint: Path, tmp_path: Path):
+    kept = tmp_path / "kept"
+    flags = ["--quick", "--keep", str(kept)]
+    extra = ["--", "--model", str(small_checkpoint), "--cases", "text", "--allow-busy"]
+    res = _run([str(BENCH / "canary_ab.py"), *flags, *extra], tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "#### Canary on against off, per case" in res.stdout and "| Text |" in res.stdout
+    assert re.search(r"\| on \| 1 \|", res.stdout) and re.search(r"\| off \| 1 \|", res.stdout)
+    assert sorted(p.read_text() for p in kept.glob("run*.arm")) == ["off", "on"]
+    off_dir = next(p.with_suffix("") for p in kept.glob("run*.arm") if p.read_text() == "off")
+    assert json.loads((off_dir / "metadata.json").read_text()).get("host_probes") in (None, [])
+    again = _run([str(BENCH / "canary_ab.py"), "--from", str(kept)], tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "#### Wall time" in again.stdout
