@@ -798,17 +798,6 @@ def test_side_by_side_scores_right_verdicts_per_pair_and_tool():
     assert "4.9 % [2.0, 7.0] faster" in text and "11.0" in text
 
 
-@pytest.mark.slow
-def test_side_by_side_quick_runs_both_tools_on_the_hash_pairs(tmp_path: Path) -> None:
-    args = [str(BENCH / "side_by_side.py"), "--quick", "--pairs", "blake2b,same", "--allow-busy"]
-    res = _run(args, tmp_path, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    tools = ["embedbench"] + (["pyperf"] if _side_by_side().pyperf_available() else [])
-    for pair in ("blake2b", "same"):
-        for tool in tools:
-            assert re.search(rf"\| {pair} \| [^|]+ \| {tool} \| [01] / 1 \|", res.stdout), tool
-
-
 def _bench_module(name: str):
     sys.path.insert(0, str(BENCH))
     try:
