@@ -8,20 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from embedbench.cases import (
-    CASES,
-    DEFAULT_FAMILY,
-    EXPECTED_LOOKUPS,
-    FAMILIES,
-    QWEN3_OMNI,
-    QWEN25_OMNI,
-    expected_lookups,
-)
+from embedbench.cases import CASES, expected_lookups
 from embedbench.cli import main
 from embedbench.config import RunConfig
 from embedbench.errors import CheckpointError, ConfigError
 from embedbench.omni import checkpoint as ck
 from embedbench.omni import families
+from embedbench.omni.families import qwen3_omni, qwen25_omni
+from embedbench.omni.validation import EXPECTED_LOOKUPS
+
+QWEN3_OMNI, QWEN25_OMNI = qwen3_omni.NAME, qwen25_omni.NAME
+DEFAULT_FAMILY = families.default().name
 
 HIDDEN = 16
 
@@ -41,7 +38,7 @@ def qwen25_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_published_qwen3_omni_values_are_the_synthetic_ones():
     """Geometry and token ids of Qwen/Qwen3-Omni-30B-A3B-Instruct's config.json, not
     transformers' class defaults (whose audio_token_id is Qwen2.5's 151646)."""
-    q3 = families.QWEN3
+    q3 = qwen3_omni.FAMILY
     assert (q3.vocab_size, q3.hidden_size) == (152064, 2048)
     assert q3.token_ids == {
         "audio_token_id": 151675,
@@ -52,12 +49,13 @@ def test_the_published_qwen3_omni_values_are_the_synthetic_ones():
     }
     assert q3.deepstack_visual_indexes == (8, 16, 24)
     assert "Qwen3-Omni-30B-A3B-Instruct" in q3.published_config_url
-    assert tuple(families.FAMILY) == FAMILIES
+    assert families.names() == (QWEN25_OMNI, QWEN3_OMNI)
+    assert families.get(QWEN3_OMNI) is q3 and DEFAULT_FAMILY == QWEN25_OMNI
 
 
 def test_expected_lookups_per_family():
     assert {c: expected_lookups(QWEN25_OMNI, c) for c in CASES} == EXPECTED_LOOKUPS
-    q3 = {c: (e["baseline"], e["fixed"]) for c, e in families.QWEN3.expected_lookups.items()}
+    q3 = {c: (e["baseline"], e["fixed"]) for c, e in qwen3_omni.FAMILY.expected_lookups.items()}
     assert q3 == {
         "text": (1, 1),
         "audio": (2, 1),
