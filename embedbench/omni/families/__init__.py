@@ -1,12 +1,14 @@
 """The registry of model families: the only list of the families embedbench measures.
 
-Each family is one module in this package that defines ``FAMILY`` (a
-:class:`~embedbench.omni.families.spec.Family`); the registry finds them here, in the
-order of their module names, and anything else may :func:`register` one more (a test
-does). Everything else asks the registry: names, labels, PRs, geometry, token ids,
-expected lookups, the hooks. The registry and the family modules are torch-free (the
-report side reads labels and PRs from here); a family's torch side is its ``replica``
-module, imported on the run side only.
+Each family is one module that defines ``FAMILY`` (a
+:class:`~embedbench.omni.families.spec.Family`). The registry finds those in this
+package, in the order of their module names, then imports the modules that the
+environment variable ``EMBEDBENCH_FAMILIES`` names (comma-separated, importable
+elsewhere: a family kept outside the package, which worker processes then see too);
+:func:`register` adds one in-process. Everything else asks the registry: names,
+labels, PRs, geometry, token ids, expected lookups, the hooks. The registry and the
+family modules are torch-free (the report side reads labels and PRs from here); a
+family's torch side is its ``replica`` module, imported on the run side only.
 
 The family of a checkpoint comes from its config.json (:func:`family_of_config`);
 ``--family auto`` takes it from there, and a named family that the checkpoint
@@ -16,6 +18,7 @@ contradicts is refused with one line (:func:`check_family`).
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from embedbench.omni.families.spec import Family
 
 __all__ = [
     "AUTO_FAMILY",
+    "ENVIRONMENT",
     "Family",
     "UnknownModelType",
     "all_families",
@@ -43,6 +47,8 @@ __all__ = [
 AUTO_FAMILY = "auto"
 # Modules of this package that are not families.
 _NOT_FAMILIES = frozenset({"spec"})
+# Modules of families outside the package, comma-separated, registered after the built-in.
+ENVIRONMENT = "EMBEDBENCH_FAMILIES"
 
 _REGISTRY: dict[str, Family] = {}
 
@@ -78,10 +84,24 @@ def _claims(family: Family) -> set[str]:
 
 
 def _discover() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.ispkg or info.name in _NOT_FAMILIES:
-            continue
-        register(importlib.import_module(f"{__name__}.{info.name}").FAMILY)
+    """Register the package's family modules, then those ``EMBEDBENCH_FAMILIES`` names."""
+    modules = [
+        f"{__name__}.{info.name}"
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)
+        if not info.ispkg and info.name not in _NOT_FAMILIES
+    ]
+    extra = [m.strip() for m in os.environ.get(ENVIRONMENT, "").split(",") if m.strip()]
+    for name in [*modules, *extra]:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            message = f"{ENVIRONMENT}: cannot import family module {name!r}: {exc}"
+            raise ConfigError(message) from None
+        family = getattr(module, "FAMILY", None)
+        if not isinstance(family, Family):
+            raise ConfigError(f"{ENVIRONMENT}: module {name!r} defines no FAMILY (a Family)")
+        if _REGISTRY.get(family.name) is not family:
+            register(family)
 
 
 def names() -> tuple[str, ...]:
