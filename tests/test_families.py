@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -193,3 +195,41 @@ def test_prepare_without_model_uses_the_family_synthetic_checkpoint(tmp_path, mo
         RunConfig(output_dir=str(tmp_path / "out2"), allow_busy=True), log=lambda _m: None
     )
     assert auto.facts.family == QWEN25_OMNI  # the embedded default stays Qwen2.5-Omni
+
+
+@pytest.mark.parametrize("name", families.names())
+def test_every_family_reads_its_own_synthetic_checkpoint_back(name):
+    """A family's hooks agree with its facts: its synthetic config.json is detected as it,
+    transformers-style attribute reads of its thinker_config read back the checkpoint's
+    values, and its replica module builds the forms."""
+    family = families.get(name)
+    config = family.synthetic_config(HIDDEN, family.vocab_size)
+    assert families.family_of_config(config) == (name, "model_type")
+    facts = ck.facts_from_config(config)
+    thinker = dict(facts.thinker_config)
+    text = SimpleNamespace(**thinker.pop("text_config"))
+    read = SimpleNamespace(**thinker, text_config=text)
+    seen, expected = family.read_back(read, facts)
+    assert seen == expected and len(expected) >= 3
+    assert callable(family.hooks().build_target)
+    assert family.compared == (("output", "deepstack_buffer") if family.deepstack else ("output",))
+    assert set(family.expected_lookups) == set(CASES)
+
+
+def test_the_registry_refuses_a_family_that_claims_anothers_config():
+    twin = dataclasses.replace(qwen3_omni.FAMILY, name="twin", default=False)
+    with pytest.raises(ValueError, match="belong to 'qwen3-omni'"):
+        families.register(twin)
+    second_default = dataclasses.replace(
+        twin,
+        model_type="x",
+        architecture="X",
+        thinker_model_type="x_thinker",
+        other_architectures=(),
+        default=True,
+    )
+    with pytest.raises(ValueError, match="already the default"):
+        families.register(second_default)
+    assert "twin" not in families.names()
+    with pytest.raises(ConfigError, match=r"choose from auto, qwen2\.5-omni, qwen3-omni"):
+        families.get("twin")
