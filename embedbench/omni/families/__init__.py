@@ -117,12 +117,18 @@ def all_families() -> tuple[Family, ...]:
 def default() -> Family:
     """The embedded default's family (no ``--model``), which is also what a result
     without a ``family`` field measured."""
-    return next(f for f in _REGISTRY.values() if f.default)
+    found = next((f for f in _REGISTRY.values() if f.default), None)
+    if found is None:
+        raise LookupError("no registered family is the default")
+    return found
 
 
 def with_reference_table() -> Family:
     """The family whose PR published a before/after table (the one reports set beside)."""
-    return next(f for f in _REGISTRY.values() if f.reference_table is not None)
+    found = next((f for f in _REGISTRY.values() if f.reference_table is not None), None)
+    if found is None:
+        raise LookupError("no registered family has a published table")
+    return found
 
 
 def get(name: str) -> Family:
