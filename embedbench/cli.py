@@ -1,4 +1,5 @@
-"""Command line: ``embedbench run | report | validate | gate | selftest | synth-checkpoint``.
+"""Command line: ``embedbench run | report | validate | gate | selftest | probe |
+synth-checkpoint`` (docs/cli.md has every option).
 
 Bad input ends with one line on stderr and exit code 2; a completed run with a
 failed validation, or a results dir that fails the gate, exits 1; an interrupted run
@@ -27,6 +28,18 @@ from embedbench.report.markdown import frame_markdown
 
 if TYPE_CHECKING:
     from embedbench.report.results import RunResult
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "config_from_args",
+    "main",
+    "print_report",
+    "unrecognized",
+]
 
 EXIT_OK = 0
 EXIT_INVALID = 1

@@ -22,6 +22,26 @@ from embedbench.harness.design import DEFAULT_BLOCKS, DEFAULT_PROCESSES, Design,
 from embedbench.harness.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 from embedbench.omni import families
 
+__all__ = [
+    "DEFAULT_BASELINE_REF",
+    "DEFAULT_RESULTS_ROOT",
+    "DEVICES",
+    "FAMILY_CHOICES",
+    "LM_SHIMS",
+    "SMALL_DESIGN_DF",
+    "TARGETS",
+    "WORKTREE",
+    "CompareConfig",
+    "ReportConfig",
+    "RunConfig",
+    "cli_flag",
+    "default_output_dir",
+    "parse_float",
+    "parse_int",
+    "parse_list",
+    "parse_max_slowdown",
+]
+
 DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"
 WORKTREE = "WORKTREE"
 TARGETS = ("reference", "vllm-omni")

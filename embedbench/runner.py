@@ -92,6 +92,22 @@ from embedbench.report import summary
 from embedbench.report.results import ResultsWriter, RunResult, check_output_dir
 from embedbench.report.schema import OWN_REFS, PR_VERSION_KEYS
 
+__all__ = [
+    "HOISTED_TARGET_FIELDS",
+    "PIPELINE_MODULES",
+    "RECHECK_WINDOW_S",
+    "HostFacts",
+    "Log",
+    "PairedResult",
+    "PreparedRun",
+    "WorkerError",
+    "check_loaded_code",
+    "paired_benchmark",
+    "prepare",
+    "run",
+    "total_calls",
+]
+
 Log = Callable[[str], None]
 # The guards' sampling window between workers or cases: 2 × 0.1 s of /proc/stat still
 # spans 50 clock ticks at HZ=250, enough to tell a busy core from a quiet one.

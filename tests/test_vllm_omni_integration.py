@@ -79,6 +79,36 @@ def _cannot_run(reason: str) -> None:
 # ------------------------------------------------------------------ the real-code venv
 
 
+def relay_lines(stream, lines: list[str], terminal) -> None:
+    """Each line of ``stream`` into ``lines`` and onto the terminal at once: flushed per
+    line, so it shows when pytest's output goes to a file or a pipe (block-buffered)."""
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+        if terminal is not None:
+            terminal.write_line(lines[-1])
+            terminal.flush()
+
+
+@pytest.mark.unit
+def test_the_build_progress_lines_are_flushed_one_by_one():
+    class Terminal:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def write_line(self, line: str) -> None:
+            self.calls.append(f"write {line}")
+
+        def flush(self) -> None:
+            self.calls.append("flush")
+
+    terminal, lines = Terminal(), []
+    relay_lines(iter(["step 1\n", "step 2\n"]), lines, terminal)
+    assert lines == ["step 1", "step 2"]
+    assert terminal.calls == ["write step 1", "flush", "write step 2", "flush"]
+    relay_lines(iter(["quiet\n"]), lines, None)  # no terminal (plugin disabled): kept only
+    assert lines[-1] == "quiet"
+
+
 @pytest.fixture(scope="module")
 def omni_python(pytestconfig: pytest.Config) -> Path:
     """The python of the vLLM-Omni CPU venv (built on first use, then reused).
@@ -93,10 +123,7 @@ def omni_python(pytestconfig: pytest.Config) -> Path:
     lines: list[str] = []
 
     def relay(stream) -> None:
-        for line in stream:
-            lines.append(line.rstrip("\n"))
-            if terminal is not None:
-                terminal.write_line(lines[-1])
+        relay_lines(stream, lines, terminal)
 
     proc = subprocess.Popen(
         ["bash", str(ENV_SCRIPT)],
