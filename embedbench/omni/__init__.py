@@ -7,3 +7,5 @@ wrapper forms (``targets``: the built-in replica and the real code at two git re
 ``gitsource``), and the lookup-count and equality checks (``validation``). Otherwise
 only the run side imports this package.
 """
+
+__all__: list[str] = []  # the modules are the interface: import each by name

@@ -36,6 +36,30 @@ from embedbench.errors import CheckpointError, ConfigError, one_line
 from embedbench.omni import families
 from embedbench.omni.safetensors_header import header_entry, read_header
 
+__all__ = [
+    "CONFIG_NAME",
+    "DEFAULT_SEED",
+    "EMBEDDING_KEY",
+    "FINGERPRINT_VERSION",
+    "INDEX_NAME",
+    "SINGLE_FILE_NAME",
+    "SYNTHETIC_FORMAT_VERSION",
+    "SYNTHETIC_MARKER",
+    "EmbeddingLocation",
+    "ThinkerFacts",
+    "default_synthetic_checkpoint",
+    "facts_from_config",
+    "fingerprint",
+    "is_synthetic",
+    "load_embedding_table",
+    "locate_embedding",
+    "read_thinker_facts",
+    "seeded_table",
+    "synthetic_cache_dir",
+    "write_synthetic_checkpoint",
+    "xdg_cache_dir",
+]
+
 EMBEDDING_KEY = "thinker.model.embed_tokens.weight"
 INDEX_NAME = "model.safetensors.index.json"
 FINGERPRINT_VERSION = "embedbench-fingerprint-v1"
