@@ -38,7 +38,6 @@ import torch
 from tqdm.auto import tqdm
 
 import embedbench
-from embedbench.cases import AUTO_FAMILY, DEFAULT_FAMILY
 from embedbench.config import (
     DEFAULT_BLOCKS,
     DEFAULT_PROCESSES,
@@ -249,12 +248,12 @@ def _source_family(config: RunConfig) -> str:
     checkpoint is checked: the named one, the embedded default's, or the one --model's
     config.json says (a bad checkpoint is reported later, in its turn)."""
     family = families.requested_family(config.family, has_model=config.model is not None)
-    if family != AUTO_FAMILY:
+    if family != families.AUTO_FAMILY:
         return family
     try:
         return checkpoint.read_thinker_facts(Path(config.model).expanduser()).family
     except EmbedbenchError:
-        return DEFAULT_FAMILY
+        return families.default().name
 
 
 def check_loaded_code(
@@ -270,10 +269,10 @@ def check_loaded_code(
     names = freshness.imported_modules(PIPELINE_MODULES, package="embedbench")
     measured: tuple[str, ...] = ()
     if config.target == "vllm-omni":
-        from embedbench.omni.targets.vllm_omni import MEASURED_BY_FAMILY, loaded_modules
+        from embedbench.omni.targets.vllm_omni import loaded_modules, measured_methods
 
         names += loaded_modules()
-        measured = tuple(MEASURED_BY_FAMILY.values())
+        measured = tuple(measured_methods().values())
     return freshness.check_modules(names, checkout=checkout, named_first=measured)
 
 

@@ -8,23 +8,24 @@ fifth column, see ``pr_table``); the interval and verdict go into a second table
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import math
 from datetime import datetime, timezone
-from importlib import resources
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from embedbench.cases import CASE_LABELS, CASES, DEFAULT_FAMILY, FAMILY_LABELS, FAMILY_PRS
+from embedbench.cases import CASE_LABELS, CASES
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.harness import stats, sysinfo, windows
 from embedbench.harness.design import DERIVED
 from embedbench.harness.stability import NOISY, likely_cause
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
+from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
 from embedbench.report.results import RunResult, load_results
 
@@ -404,7 +405,8 @@ def headline(result: RunResult) -> str:
     """What the report is of, e.g. ``Qwen3-Omni embed_input_ids before/after (vLLM-Omni
     PR #7573) · CPU · reference · synthetic``."""
     m = result.metadata
-    pr = FAMILY_PRS.get(family_of(m), "?")
+    family = family_of(m)
+    pr = families.get(family).pr if family in families.names() else "?"
     return f"{family_label(m)} embed_input_ids before/after (vLLM-Omni PR {pr}) · {_setup_label(m)}"
 
 
@@ -532,9 +534,8 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
 
 
 def reference_results() -> dict[str, Any]:
-    """The PR's published H100 table (shipped with the package as data)."""
-    text = resources.files("embedbench.report").joinpath("data/pr7477_h100.json").read_text("utf-8")
-    return json.loads(text)
+    """The PR's published H100 table (its family's, in the registry): a fresh copy."""
+    return copy.deepcopy(dict(families.with_reference_table().reference_table or {}))
 
 
 class MixedWindowsError(ConfigError):
@@ -549,7 +550,7 @@ def timing_window(metadata: dict[str, Any]) -> str:
 
 def reference_name(reference: dict[str, Any]) -> str:
     """The column label of the PR's published table."""
-    return f"PR #7477 ({reference['environment']['gpu']})"
+    return f"PR {families.with_reference_table().pr} ({reference['environment']['gpu']})"
 
 
 def compared_windows(
@@ -665,14 +666,14 @@ def checkpoint_kind(metadata: dict[str, Any]) -> str:
 
 def family_of(metadata: dict[str, Any]) -> str:
     """The family a run measured; results from before families were recorded (and the
-    original script's) measured Qwen2.5-Omni, the only family then."""
-    return str(metadata.get("family") or DEFAULT_FAMILY)
+    original script's) measured the embedded default's family, the only family then."""
+    return str(metadata.get("family") or families.default().name)
 
 
 def family_label(metadata: dict[str, Any]) -> str:
-    """``Qwen2.5-Omni`` or ``Qwen3-Omni``."""
+    """The family's label (its name, for a family not registered here)."""
     family = family_of(metadata)
-    return FAMILY_LABELS.get(family, family)
+    return families.get(family).label if family in families.names() else family
 
 
 def _setup_label(metadata: dict[str, Any]) -> str:
@@ -701,14 +702,15 @@ def compare_tables(
     *,
     allow_mixed_windows: bool = False,
 ) -> dict[str, pd.DataFrame]:
-    """``compare_table`` per family (label → table). The PR's published table, which
-    measured Qwen2.5-Omni, sits beside that family's runs only."""
+    """``compare_table`` per family (label → table). The PR's published table sits
+    beside its own family's runs only."""
     tables_by_family = {}
+    reference_label = families.with_reference_table().label
     for label, group in by_family(runs).items():
-        own = reference if label == FAMILY_LABELS[DEFAULT_FAMILY] else None
+        own = reference if label == reference_label else None
         tables_by_family[label] = compare_table(group, own, allow_mixed_windows=allow_mixed_windows)
-    if reference is not None and FAMILY_LABELS[DEFAULT_FAMILY] not in tables_by_family:
-        tables_by_family[FAMILY_LABELS[DEFAULT_FAMILY]] = compare_table(
+    if reference is not None and reference_label not in tables_by_family:
+        tables_by_family[reference_label] = compare_table(
             {}, reference, allow_mixed_windows=allow_mixed_windows
         )
     return tables_by_family
