@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from embedbench.config import RunConfig, cli_flag, parse_float, parse_int
-from embedbench.errors import EmbedbenchError
+from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
 
@@ -385,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "probe": _cmd_probe,
     }
     try:
+        problem = families.environment_problem()
+        if problem:
+            raise ConfigError(problem)
         return commands[args.command](args)
     except EmbedbenchError as exc:
         print(f"embedbench: error: {exc}", file=sys.stderr)

@@ -128,3 +128,26 @@ def test_compare_sets_it_apart_from_qwen25_and_the_published_table(
     assert sections.comparison(runs, reference)
     outcomes = {name: gate.gate_results(r, 1000.0) for name, r in runs.items()}
     assert len(outcomes) == 2
+
+
+@pytest.mark.parametrize(
+    ("modules", "said"),
+    [
+        ("no_such_family_module", "cannot import family module 'no_such_family_module'"),
+        ("json", "module 'json' defines no FAMILY"),
+    ],
+)
+def test_a_bad_family_module_in_the_environment_is_refused_in_one_line(
+    tmp_path: Path, modules: str, said: str
+) -> None:
+    import subprocess
+
+    env = {**os.environ, families.ENVIRONMENT: modules}
+    argv = ["synth-checkpoint", str(tmp_path / "ckpt"), "--hidden", str(HIDDEN)]
+    res = subprocess.run(
+        [sys.executable, "-m", "embedbench", *argv], capture_output=True, text=True, env=env
+    )
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and families.ENVIRONMENT in lines[0] and said in lines[0], lines
+    assert not (tmp_path / "ckpt").exists()

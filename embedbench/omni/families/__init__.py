@@ -34,6 +34,7 @@ __all__ = [
     "all_families",
     "check_family",
     "default",
+    "environment_problem",
     "family_of_config",
     "get",
     "names",
@@ -51,6 +52,7 @@ _NOT_FAMILIES = frozenset({"spec"})
 ENVIRONMENT = "EMBEDBENCH_FAMILIES"
 
 _REGISTRY: dict[str, Family] = {}
+_ENVIRONMENT_PROBLEM: str | None = None
 
 
 def register(family: Family) -> Family:
@@ -90,18 +92,38 @@ def _discover() -> None:
         for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)
         if not info.ispkg and info.name not in _NOT_FAMILIES
     ]
+    global _ENVIRONMENT_PROBLEM
+    for name in modules:
+        _register_module(name)
     extra = [m.strip() for m in os.environ.get(ENVIRONMENT, "").split(",") if m.strip()]
-    for name in [*modules, *extra]:
+    for name in extra:
         try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            message = f"{ENVIRONMENT}: cannot import family module {name!r}: {exc}"
-            raise ConfigError(message) from None
-        family = getattr(module, "FAMILY", None)
-        if not isinstance(family, Family):
-            raise ConfigError(f"{ENVIRONMENT}: module {name!r} defines no FAMILY (a Family)")
-        if _REGISTRY.get(family.name) is not family:
+            _register_module(name)
+        except (ConfigError, ValueError) as exc:
+            # Not raised here, at import: the CLI refuses it in one line, and ``get``
+            # names it (see ``environment_problem``).
+            _ENVIRONMENT_PROBLEM = _ENVIRONMENT_PROBLEM or str(exc)
+
+
+def _register_module(name: str) -> None:
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(f"{ENVIRONMENT}: cannot import family module {name!r}: {exc}") from None
+    family = getattr(module, "FAMILY", None)
+    if not isinstance(family, Family):
+        raise ConfigError(f"{ENVIRONMENT}: module {name!r} defines no FAMILY (a Family)")
+    if _REGISTRY.get(family.name) is not family:
+        try:
             register(family)
+        except ValueError as exc:
+            raise ConfigError(f"{ENVIRONMENT}: module {name!r}: {exc}") from None
+
+
+def environment_problem() -> str | None:
+    """Why a family module that ``EMBEDBENCH_FAMILIES`` names was not registered (one
+    line, the first such problem), or None."""
+    return _ENVIRONMENT_PROBLEM
 
 
 def names() -> tuple[str, ...]:
@@ -136,8 +158,9 @@ def get(name: str) -> Family:
     try:
         return _REGISTRY[name]
     except KeyError:
+        problem = f" ({_ENVIRONMENT_PROBLEM})" if _ENVIRONMENT_PROBLEM else ""
         raise ConfigError(
-            f"unknown family {name!r}; choose from {', '.join((AUTO_FAMILY, *_REGISTRY))}"
+            f"unknown family {name!r}; choose from {', '.join((AUTO_FAMILY, *_REGISTRY))}" + problem
         ) from None
 
 
