@@ -51,6 +51,7 @@ def _copy_without_window(run_dir, tmp_path):
     for key in ("timing_window", "timing_window_description"):
         meta.pop(key)
     meta["config"].pop("timing_window")
+    meta["schema_version"] = 4  # the window is recorded in every directory of version 5 on
     (old / "metadata.json").write_text(json.dumps(meta))
     return old
 
