@@ -897,7 +897,7 @@ def differences(
     return found
 
 
-def canary_level_us(metadata: dict[str, Any]) -> float | None:
+def median_worker_canary_us(metadata: dict[str, Any]) -> float | None:
     """The run's canary level: the median of its workers' median canary read (µs), or None
     when the run recorded no canary."""
     workers = (metadata.get("host_stability") or {}).get("workers") or []
@@ -923,7 +923,7 @@ def canary_ratio(
         level_b = (row_b or {}).get("canary_us")
         if level_a and level_b:
             return float(level_b) / float(level_a)
-    level_a, level_b = canary_level_us(a.metadata), canary_level_us(b.metadata)
+    level_a, level_b = median_worker_canary_us(a.metadata), median_worker_canary_us(b.metadata)
     return level_b / level_a if level_a and level_b else None
 
 
