@@ -43,8 +43,10 @@ def _records(
     tail: int,
     seed: int,
     t0: float,
+    outlier_worker: int | None = None,
 ) -> list[dict]:
-    """One case's block records: fixed is ``reduction`` faster, alternating run order."""
+    """One case's block records: fixed is ``reduction`` faster, alternating run order;
+    ``outlier_worker``'s blocks 15 pp less so, under a canary 50 % slower than the others'."""
     rng = np.random.default_rng(seed)
     records = []
     t = t0
@@ -56,6 +58,9 @@ def _records(
             ratio *= 1.0 + order_shift
         if block == outlier:
             ratio = 1.15
+        worker = block * workers // blocks
+        if worker == outlier_worker:
+            ratio += 0.15
         order = (first, VARIANTS[1 - VARIANTS.index(first)])
         for position, variant in enumerate(order):
             level = base if variant == "baseline" else base * ratio
@@ -79,9 +84,11 @@ def _records(
                     "cpu_mhz_start": 2600.0,
                     "cpu_mhz_end": 2600.0,
                     "minor_faults": 0,
-                    "worker": block * workers // blocks,
+                    "worker": worker,
                 }
             )
+            if outlier_worker is not None:
+                records[-1]["canary_us_end"] = 1500.0 if worker == outlier_worker else 1000.0
             t += 0.02
     return records
 
@@ -100,6 +107,7 @@ def make_result(
     device: str = "cpu",
     directory: str = "synthetic-run",
     seed: int = 7,
+    outlier_worker: int | None = None,
 ) -> RunResult:
     """A complete run of ``cases`` in memory, summarized as the runner summarizes."""
     records, summary = [], []
@@ -116,6 +124,7 @@ def make_result(
             tail=tail,
             seed=seed + i,
             t0=1000.0 + 100.0 * i,
+            outlier_worker=outlier_worker,
         )
         records += case_records
         summary.append(summary_row(case, tokens, case_records, seed=None))
@@ -241,6 +250,32 @@ def test_the_paired_view_rings_the_outlier_blocks_the_diagnostics_flag():
     assert [list(r.get_offsets()[:, 0]) for r in rings] == [[5.0], [5.0]]
     assert "outlier blocks 5" in fig.alt_text
     assert "outlier block (diagnostics)" in _texts(fig)
+
+
+def test_the_paired_view_hollows_an_outlier_workers_blocks_and_names_its_reason():
+    result = make_result(workers=5, blocks=30, outlier_worker=2)
+    reason = "its canary 50 % above the others'"
+    fig = static.paired_blocks(result)
+    for ax in fig.axes:
+        hollow = [c for c in ax.collections if (c.get_gid() or "").endswith("-outlier-worker")]
+        x = sorted(int(v) for c in hollow for v in c.get_offsets()[:, 0])
+        assert x == list(range(12, 18))  # worker 2's blocks, and only those
+        assert all((c.get_facecolors()[:, 3] == 0).all() for c in hollow)  # hollow
+        filled = [c for c in ax.collections if c.get_gid() in ("first-baseline", "first-fixed")]
+        assert all((c.get_facecolors()[:, 3] == 1).all() for c in filled)
+        assert sorted(int(v) for c in filled for v in c.get_offsets()[:, 0]) == [
+            b for b in range(30) if not 12 <= b < 18
+        ]
+        [band] = [p for p in ax.patches if p.get_gid() == "outlier-worker"]
+        assert band.get_x() == pytest.approx(11.5) and band.get_width() == pytest.approx(6)
+        assert f"outlier worker w2: {reason}" in ax.get_title()
+        assert "w2 outlier" in [t.get_text() for t in ax.texts]
+    assert "an outlier worker's blocks (hollow, amber; why: in the title)" in _texts(fig)
+    assert f"outlier worker 2 (hollow points: {reason})" in fig.alt_text
+    clean = static.paired_blocks(make_result())
+    assert not _by_gid(clean, "outlier-worker")
+    assert not [c for c in clean.findobj() if (c.get_gid() or "").endswith("-outlier-worker")]
+    assert "outlier worker" not in clean.alt_text + " ".join(_texts(clean))
 
 
 def test_the_paired_view_draws_drift_and_an_order_effect_where_detected():

@@ -91,6 +91,44 @@ def test_the_paired_table_has_each_complete_block_once_with_its_flags():
     assert table["canary_us"].isna().all()  # a run from before the canary
 
 
+def test_the_paired_table_marks_an_outlier_workers_blocks_with_its_reason():
+    result = make_result(workers=5, blocks=30, outlier_worker=2)
+    table = figuredata.paired_table(result)
+    for case in ("audio", "interleaved"):
+        assert result.summary_row(case, 1172)["diagnostics"]["outlier_workers"]["flagged"] == [2]
+        sub = figuredata.case_paired(table, case, 1172)
+        odd = sub["worker"] == 2
+        assert list(sub.index[sub["outlier_worker"]]) == list(sub.index[odd]) == list(range(12, 18))
+        assert set(sub.loc[odd, "worker_reason"]) == {"its canary 50 % above the others'"}
+        assert sub.loc[~odd, "worker_reason"].isna().all()
+        assert all("outlier worker" in f for f in sub.loc[odd, "flags"])
+        assert not any("outlier worker" in f for f in sub.loc[~odd, "flags"])
+    clean = figuredata.paired_table(make_result())
+    assert not clean["outlier_worker"].any() and clean["worker_reason"].isna().all()
+
+
+def test_the_worker_spans_are_each_workers_consecutive_blocks():
+    table = figuredata.paired_table(make_result(workers=5, blocks=30, outlier_worker=2))
+    spans = figuredata.worker_spans(table)
+    assert list(spans.columns) == list(figuredata.SPAN_COLUMNS)
+    audio = spans[spans["case"] == "audio"]
+    assert list(audio["worker"]) == [0, 1, 2, 3, 4]
+    assert list(zip(audio["start"], audio["end"], strict=True)) == [
+        (6 * w, 6 * w + 5) for w in range(5)
+    ]
+    assert list(audio["blocks"]) == [6] * 5 and list(audio["shade"]) == [True, False] * 2 + [True]
+    assert list(audio["outlier_worker"]) == [False, False, True, False, False]
+    assert audio["worker_reason"].tolist()[2] == "its canary 50 % above the others'"
+    # A worker that comes back later is a second span; one worker alone is no span at all.
+    moved = table.copy()
+    moved.loc[(moved["case"] == "audio") & (moved["order"] == 29), "worker"] = 0
+    assert list(figuredata.worker_spans(moved).query("case == 'audio'")["worker"]) == [
+        *(0, 1, 2, 3, 4, 0)
+    ]
+    single = table.assign(worker=0)
+    assert figuredata.worker_spans(single).empty
+
+
 def test_the_edge_table_has_both_edges_of_every_half():
     result = _with_clocks(make_result(cases=("audio",)))
     edges = figuredata.edge_table(result)
@@ -141,6 +179,29 @@ def test_the_png_and_the_chart_of_the_paired_view_draw_one_table():
     dots = [c for c in ax.collections if (c.get_gid() or "").startswith("first-")]
     drawn = sorted((x, y) for c in dots for x, y in c.get_offsets())
     assert [y for _, y in drawn] == pytest.approx(list(audio["reduction_pct"]))
+
+
+def test_the_paired_chart_shades_the_workers_and_hollows_an_outlier_workers_blocks():
+    result = make_result(workers=5, blocks=30, outlier_worker=2)
+    table = figuredata.paired_table(result)
+    spec = views.paired_blocks(result).spec
+    layers = {u.get("name"): u for u in _units(spec)}
+    assert layers["worker_spans"]["data"]["values"] == interactive.records(
+        figuredata.worker_spans(table)
+    )
+    assert {"filter": interactive.SELECTED} in layers["worker_spans"]["transform"]
+    points = layers["paired_points"]["encoding"]
+    assert points["fill"]["condition"] == {"test": "datum.outlier_worker", "value": "white"}
+    assert points["fill"]["field"] == points["stroke"]["field"] == "first_label"
+    tooltip = {t["field"]: t["title"] for t in points["tooltip"]}
+    assert tooltip["worker_reason"] == "outlier worker, why"
+    assert "worker_reason" in {t["field"] for t in layers["worker_labels"]["encoding"]["tooltip"]}
+    # Without an outlier worker the reason is no tooltip row; with one worker, no shading.
+    plain = views.paired_blocks(make_result()).spec
+    [points] = [u for u in _units(plain) if u.get("name") == "paired_points"]
+    assert "worker_reason" not in {t["field"] for t in points["encoding"]["tooltip"]}
+    alone = views.paired_blocks(make_result(workers=1)).spec
+    assert {u.get("name") for u in _units(alone)} == {None, "paired_points"}
 
 
 def test_every_view_has_tooltips_zoom_and_the_case_and_length_menus():

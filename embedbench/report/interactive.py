@@ -30,6 +30,7 @@ SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 WIDTH, HEIGHT = 560, 280  # with its legend, the width of JupyterLab's output area
 COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2", "not recorded": "#8c8c8c"}
 SHAPES = {"baseline": "circle", "fixed": "square", "not recorded": "diamond"}
+WORKER_SHADE, OUTLIER_WORKER_SHADE, OUTLIER_WORKER_TEXT = "#f0f0f0", "#fbe9c6", "#9a6700"
 VERDICT_COLORS = {
     stats.FASTER: "#1a7f37",
     stats.SLOWER: "#d1242f",
@@ -54,6 +55,7 @@ BLOCK_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("fixed_us", "fixed µs", ".2f"),
     ("reduction_pct", "reduction (%)", ".2f"),
     ("flags", "flags", None),
+    ("worker_reason", "outlier worker, why", None),
     ("cpu_mhz", "CPU MHz", ".0f"),
     ("gpu_mhz", "GPU MHz", ".0f"),
     ("canary_us", "canary µs", ".1f"),
@@ -203,15 +205,81 @@ def _note(title: str, description: str, message: str) -> dict[str, Any]:
     )
 
 
-def paired_blocks(paired: pd.DataFrame, description: str) -> dict[str, Any]:
+def _worker_layers(spans: pd.DataFrame) -> list[dict[str, Any]]:
+    """Behind the blocks: every other worker's span shaded, an outlier worker's in amber,
+    each labelled (w0, w1, …; "w2 outlier") at the top, with a tooltip saying why."""
+    if spans.empty:
+        return []
+    data = {"values": records(spans)}
+    where = [
+        {"filter": SELECTED},
+        {"calculate": "datum.start - 0.5", "as": "x0"},
+        {"calculate": "datum.end + 0.5", "as": "x1"},
+        {"calculate": "(datum.start + datum.end) / 2", "as": "mid"},
+        {
+            "calculate": "'w' + datum.worker + (datum.outlier_worker ? ' outlier' : '')",
+            "as": "name",
+        },
+    ]
+    x = {"field": "x0", "type": "quantitative"}
+    tooltip = [
+        {"field": "worker", "title": "worker"},
+        {"field": "blocks", "title": "blocks in this span", "type": "quantitative"},
+        *_tooltip(spans, [("worker_reason", "outlier worker, why", None)]),
+    ]
+    return [
+        {
+            "name": "worker_spans",
+            "data": data,
+            "transform": [*where, {"filter": "datum.shade || datum.outlier_worker"}],
+            "mark": {"type": "rect"},
+            "encoding": {
+                "x": x,
+                "x2": {"field": "x1"},
+                "color": {
+                    "condition": {"test": "datum.outlier_worker", "value": OUTLIER_WORKER_SHADE},
+                    "value": WORKER_SHADE,
+                },
+                "tooltip": tooltip,
+            },
+        },
+        {
+            "name": "worker_labels",
+            "data": data,
+            "transform": where,
+            "mark": {"type": "text", "baseline": "top", "y": 4, "fontSize": 10},
+            "encoding": {
+                "x": {"field": "mid", "type": "quantitative"},
+                "text": {"field": "name"},
+                "color": {
+                    "condition": {"test": "datum.outlier_worker", "value": OUTLIER_WORKER_TEXT},
+                    "value": "#555",
+                },
+                "tooltip": tooltip,
+            },
+        },
+    ]
+
+
+def paired_blocks(
+    paired: pd.DataFrame, description: str, spans: pd.DataFrame | None = None
+) -> dict[str, Any]:
     """Each block's reduction against its index in time order, for the case and length
-    the menus pick; colour and shape: which variant ran first; outlier blocks ringed."""
+    the menus pick; colour and shape: which variant ran first; outlier blocks ringed.
+    Behind them each worker's span (``spans``, from ``figuredata.worker_spans``): an
+    outlier worker's amber, its blocks hollow, the reason in their tooltips."""
     title = "Paired blocks over time: each dot is one block's baseline/fixed pair"
     if paired.empty:
         return _note(title, description, "no complete block in this run")
+    first = {
+        "field": "first_label",
+        "title": "ran first",
+        "scale": {"domain": list(COLORS), "range": list(COLORS.values())},
+    }
     points = {
         "name": "paired_points",
-        "mark": {"type": "point", "filled": True, "cursor": "pointer"},
+        "transform": [{"filter": SELECTED}, _first_label()],
+        "mark": {"type": "point", "filled": True, "cursor": "pointer", "strokeWidth": 1.6},
         "params": _picks(),
         "encoding": {
             "x": {
@@ -219,17 +287,16 @@ def paired_blocks(paired: pd.DataFrame, description: str) -> dict[str, Any]:
                 "type": "quantitative",
                 "title": "block (time order)",
                 "axis": {"tickMinStep": 1, "format": "d"},
+                "scale": {"nice": False, "zero": False},
             },
             "y": {
                 "field": "reduction_pct",
                 "type": "quantitative",
                 "title": "block's reduction (%) = 100 × (1 − fixed / baseline)",
             },
-            "color": {
-                "field": "first_label",
-                "title": "ran first",
-                "scale": {"domain": list(COLORS), "range": list(COLORS.values())},
-            },
+            # an outlier worker's blocks hollow: white inside, ringed in their colour
+            "fill": {"condition": {"test": "datum.outlier_worker", "value": "white"}, **first},
+            "stroke": first,
             "shape": {
                 "field": "first_label",
                 "title": "ran first",
@@ -240,7 +307,7 @@ def paired_blocks(paired: pd.DataFrame, description: str) -> dict[str, Any]:
         },
     }
     rings = {
-        "transform": [{"filter": "datum.outlier"}],
+        "transform": [{"filter": SELECTED}, {"filter": "datum.outlier"}],
         "mark": {"type": "point", "size": 320, "stroke": "black", "strokeWidth": 1.5},
         "encoding": {
             "x": {"field": "order", "type": "quantitative"},
@@ -251,14 +318,14 @@ def paired_blocks(paired: pd.DataFrame, description: str) -> dict[str, Any]:
         "mark": {"type": "rule", "color": "grey", "strokeDash": [2, 2]},
         "encoding": {"y": {"datum": 0}},
     }
+    shading = _worker_layers(spans if spans is not None else pd.DataFrame())
     return _chart(
         title,
         description,
         {
             "params": selectors(paired),
             "data": {"values": records(paired)},
-            "transform": [{"filter": SELECTED}, _first_label()],
-            "layer": [zero, points, rings],
+            "layer": [*shading, zero, points, rings],
         },
     )
 

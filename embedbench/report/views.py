@@ -92,7 +92,8 @@ def vega_scripts() -> str:
 def paired_blocks(result: RunResult) -> View:
     """The paired blocks over time."""
     figure = static.paired_blocks(result)
-    spec = interactive.paired_blocks(figuredata.paired_table(result), figure.alt_text)
+    table = figuredata.paired_table(result)
+    spec = interactive.paired_blocks(table, figure.alt_text, figuredata.worker_spans(table))
     return View(figure, spec)
 
 
