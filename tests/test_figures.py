@@ -340,6 +340,28 @@ def test_the_forest_labels_and_colours_each_row_by_its_verdict():
     assert ax.get_xlabel() == "host latency reduction (%); positive: fixed is faster"
 
 
+def test_an_interval_past_the_axis_is_an_arrow_carrying_its_end():
+    result = make_result(cases=("text", "audio", "image"))
+    result.summary[0]["reduction_pct"] = -137.66
+    result.summary[0]["reduction_ci95_pct"] = [-15772.11, 96.44]
+    fig = static.reduction_forest(result)
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    assert (lo, hi) == pytest.approx(figuredata.axis_range(figuredata.forest_table(result)))
+    assert lo > -300  # not −16,000: Audio and Image keep their width
+    [arrow] = _by_gid(fig, "off-scale")
+    assert arrow.get_marker() == "<" and arrow.get_xdata()[0] == pytest.approx(lo)
+    assert arrow.get_ydata()[0] == 2  # Text, drawn top row of three
+    assert [a.get_text() for a in _by_gid(fig, "off-scale-label")] == ["-15772.1 %"]
+    assert "past the axis" in ax.get_xlabel()
+    runs = {"monday": result, "tuesday": make_result(seed=2, cases=("text", "audio", "image"))}
+    compare = static.compare_reductions(runs)
+    assert [a.get_text() for a in _by_gid(compare, "off-scale-label")] == ["-15772.1 %"]
+    assert compare.axes[0].get_xlim()[0] > -300
+    tame = static.reduction_forest(make_result())
+    assert not _by_gid(tame, "off-scale") and "past the axis" not in tame.axes[0].get_xlabel()
+
+
 def test_reduction_label_shows_a_level_below_95_percent():
     row = {
         "reduction_pct": 43.21,

@@ -319,3 +319,49 @@ def test_the_compare_view_draws_each_runs_reductions_from_one_table():
     expected = [sorted(rows["reduction_pct"]) for _, rows in table.groupby("series", sort=False)]
     assert drawn == [pytest.approx(e) for e in expected]
     assert isinstance(sections.comparison(runs, reference)[0], views.View)
+
+
+# --- intervals past the axis --------------------------------------------------------------
+
+
+def _wild():
+    """Three cases, Text's interval the quick run's: −137.66 % [−15772.11 %, 96.44 %]."""
+    result = make_result(cases=("text", "audio", "image"))
+    result.summary[0]["reduction_pct"] = -137.66
+    result.summary[0]["reduction_ci95_pct"] = [-15772.11, 96.44]
+    return result
+
+
+def test_one_wild_interval_does_not_stretch_the_axis_and_is_listed_off_scale():
+    forest = figuredata.forest_table(_wild())
+    lo, hi = figuredata.axis_range(forest)
+    assert -300 < lo < -137.66 and 96.44 < hi < 110  # the estimates and the sane ends
+    ends = figuredata.off_scale(forest, lo, hi)
+    assert ends.to_dict("records") == [{"row": 0, "side": "low", "value": -15772.11}]
+    tame = figuredata.forest_table(make_result(cases=("text", "audio")))
+    lo, hi = figuredata.axis_range(tame)
+    assert lo < 0 < tame["low"].min() <= tame["high"].max() < hi  # 0 and every interval
+    assert figuredata.off_scale(tame, lo, hi).empty
+
+
+def test_the_forest_and_compare_charts_fit_their_axis_and_print_the_ends_past_it():
+    result = _wild()
+    lo, hi = figuredata.axis_range(figuredata.forest_table(result))
+    spec = views.reduction_forest(result).spec
+    units = {u.get("name"): u for u in _units(spec)}
+    scales = [u["encoding"]["x"]["scale"] for u in _units(spec) if "field" in u["encoding"]["x"]]
+    assert scales and all(s["domain"] == [round(lo, 3), round(hi, 3)] for s in scales)
+    assert all(u["mark"]["clip"] for u in _units(spec) if "field" in u["encoding"]["x"])
+    assert units["off_scale_low"]["data"]["values"] == [
+        {"row": "Text", "side": "low", "end_text": "◀ -15772.1 %"}
+    ]
+    assert "off_scale_high" not in units
+    runs = {"monday": result, "tuesday": make_result(seed=2, cases=("text", "audio", "image"))}
+    compare = views.compare_reductions(runs).spec
+    [end] = [u for u in _units(compare) if u.get("name") == "off_scale_low"]
+    assert end["data"]["values"] == [
+        {"row": "Text", "series": "monday", "side": "low", "end_text": "◀ -15772.1 %"}
+    ]
+    assert end["transform"][-1] == compare["transform"][0]  # hidden with its run
+    tame = views.reduction_forest(make_result()).spec
+    assert not [u for u in _units(tame) if (u.get("name") or "").startswith("off_scale")]

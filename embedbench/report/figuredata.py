@@ -306,6 +306,46 @@ def call_range(calls: pd.DataFrame) -> tuple[float, float]:
     )
 
 
+# The x range of an interval figure reaches past the estimates (and 0) by this many typical
+# interval widths, or this share of the estimates' own span, or this many points, the most
+# of the three; an interval end beyond it is off scale (drawn as an arrow with its number).
+REACH_WIDTHS = 3.0
+REACH_SPAN = 0.5
+REACH_FLOOR_PP = 5.0
+RANGE_PAD = 0.04
+
+
+def axis_range(frame: pd.DataFrame) -> tuple[float, float]:
+    """The x range of an interval figure (``forest_table``, ``compare_table``): every
+    estimate and 0, and each interval up to a reach that one wild interval (a quick run's
+    −15772 % lower end) cannot stretch, so the other cases keep their width; padded."""
+    points = frame["reduction_pct"].dropna().astype(float)
+    ends = frame[["low", "high"]].dropna().astype(float)
+    core_lo, core_hi = min([*points, 0.0]), max([*points, 0.0])
+    widths = (ends["high"] - ends["low"]).to_numpy()
+    typical = float(np.median(widths)) if widths.size else 0.0
+    reach = max(REACH_WIDTHS * typical, REACH_SPAN * (core_hi - core_lo), REACH_FLOOR_PP)
+    lo = max(min([*ends["low"], core_lo]), core_lo - reach)
+    hi = min(max([*ends["high"], core_hi]), core_hi + reach)
+    pad = RANGE_PAD * (hi - lo)
+    return lo - pad, hi + pad
+
+
+def off_scale(frame: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
+    """The interval ends of ``frame`` outside ``[lo, hi]``: one row per end, with its row's
+    index, which side (``low`` or ``high``) and its value."""
+    rows = [
+        {"row": i, "side": side, "value": float(v)}
+        for i, low, high in zip(frame.index, frame["low"], frame["high"], strict=True)
+        for side, v, out in (
+            ("low", low, not pd.isna(low) and low < lo),
+            ("high", high, not pd.isna(high) and high > hi),
+        )
+        if out
+    ]
+    return pd.DataFrame(rows, columns=["row", "side", "value"])
+
+
 def forest_table(result: RunResult) -> pd.DataFrame:
     """One row per valid case with an interval, in table order: the headline reduction,
     the verdict's interval, the verdict, its label, the interval's method, and the A/A

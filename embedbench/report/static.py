@@ -777,6 +777,34 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
 # --- the verdict --------------------------------------------------------------------------
 
 
+def _clip_intervals(
+    ax: Axes, frame: pd.DataFrame, ys: Mapping[Any, float], colors: Mapping[Any, str]
+) -> int:
+    """Fit ``ax``'s x axis to ``figuredata.axis_range`` of ``frame`` and mark each interval
+    end beyond it as an arrow at the edge carrying its number; returns how many."""
+    lo, hi = figuredata.axis_range(frame)
+    ax.set_xlim(lo, hi)
+    ends = figuredata.off_scale(frame, lo, hi)
+    for end in ends.itertuples(index=False):
+        left = end.side == "low"
+        x, y, color = lo if left else hi, ys[end.row], colors[end.row]
+        ax.plot(
+            x, y, "<" if left else ">", color=color, ms=9, zorder=5, clip_on=False, gid="off-scale"
+        )
+        ax.annotate(
+            f"{end.value:.1f} %",
+            (x, y),
+            xytext=(8 if left else -8, 4),
+            textcoords="offset points",
+            ha="left" if left else "right",
+            va="bottom",
+            fontsize=7,
+            color=color,
+            gid="off-scale-label",
+        )
+    return len(ends)
+
+
 def reduction_forest(result: RunResult) -> ReportFigure:
     """Reduction per case with the interval the verdict uses, coloured by verdict, each
     row labelled with its figure; each worker's own reduction (the t interval's units)
@@ -826,6 +854,13 @@ def reduction_forest(result: RunResult) -> ReportFigure:
                 zorder=3,
             )
     ax.axvline(0, color="grey", ls="--", lw=1)
+    drawn = pd.DataFrame(rows)
+    clipped = _clip_intervals(
+        ax,
+        drawn,
+        dict(enumerate(range(len(rows)))),
+        {y: VERDICT_COLORS.get(r["verdict"], "#57606a") for y, r in enumerate(rows)},
+    )
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_yticks(range(len(rows)), [_label(r["case"], r["tokens"], several) for r in rows])
     right = ax.twinx()
@@ -836,7 +871,10 @@ def reduction_forest(result: RunResult) -> ReportFigure:
     right.tick_params(axis="y", length=0)
     methods = {r["method"] for r in rows}
     method = f"\n({methods.pop()})" if len(methods) == 1 else ""
-    ax.set_xlabel("host latency reduction (%); positive: fixed is faster")
+    ax.set_xlabel(
+        "host latency reduction (%); positive: fixed is faster"
+        + ("; ◀ ▶ an interval past the axis, its end printed" if clipped else "")
+    )
     levels = {tables.level_text(r.get("ci_level", stats.CONFIDENCE)) for r in summary}
     level = f"{levels.pop()} " if len(levels) == 1 else ""
     ax.set_title(
@@ -957,7 +995,23 @@ def compare_reductions(
         )
     ax.set_yticks(range(len(keys)), [_key_label(k, several) for k in keys][::-1])
     ax.axvline(0, color="grey", lw=1, ls="--")
-    ax.set_xlabel("host latency reduction (%) with the verdict's 95 % interval")
+    names = list(dict.fromkeys(table["series"]))
+    clipped = _clip_intervals(
+        ax,
+        table,
+        {
+            i: ypos[f"{r.case}@{r.tokens}"] - (names.index(r.series) - (len(series) - 1) / 2) * step
+            for i, r in zip(table.index, table.itertuples(), strict=True)
+        },
+        {
+            i: SERIES_COLORS[names.index(name) % len(SERIES_COLORS)]
+            for i, name in zip(table.index, table["series"], strict=True)
+        },
+    )
+    ax.set_xlabel(
+        "host latency reduction (%) with the verdict's 95 % interval"
+        + ("; ◀ ▶ past the axis, its end printed" if clipped else "")
+    )
     ax.set_title("Reduction per case across runs", fontsize=11)
     fig.legend(
         *ax.get_legend_handles_labels(),
