@@ -218,13 +218,15 @@ COMPARE = new_notebook(
                 reference = tables.reference_results() if with_reference else None
                 mixed = dict(allow_mixed_windows=config.allow_mixed_windows)
                 tables.compared_windows(runs, reference, allow_mixed=config.allow_mixed_windows)
-                display(tables.styled(tables.runs_table(runs)))
+                display(tables.styled(tables.runs_table(runs, reference)))
                 """)
         ),
         md("""
             ## Before/after per run
 
-            One table per family: Qwen2.5-Omni's and Qwen3-Omni's wrappers differ, so their
+            Each run's columns are headed by its key from the table above (A, B, …; PR for the
+            PR's table), so the long run names appear once. One table per family:
+            Qwen2.5-Omni's and Qwen3-Omni's wrappers differ, so their
             reductions never share a table. The PR's H100 table (PR #7477) sits beside the
             Qwen2.5-Omni runs; PR #7573 published no before/after table to set beside
             Qwen3-Omni's.

@@ -481,13 +481,33 @@ def test_families_get_separate_compare_tables_and_the_prs_table_only_beside_its_
     reference = tables.reference_results()
     by_family = tables.compare_tables(runs, reference)
     assert list(by_family) == ["Qwen2.5-Omni", "Qwen3-Omni"]
-    assert any(c.startswith("PR #7477") for c in by_family["Qwen2.5-Omni"].columns)
-    assert not any(c.startswith("PR #7477") for c in by_family["Qwen3-Omni"].columns)
-    assert all(c.startswith("Qwen3-Omni") for c in by_family["Qwen3-Omni"].columns)
+    assert any(c.startswith("PR: ") for c in by_family["Qwen2.5-Omni"].columns)
+    assert not any(c.startswith("PR: ") for c in by_family["Qwen3-Omni"].columns)
+    assert all(c.startswith("B: ") for c in by_family["Qwen3-Omni"].columns)  # one key each
+    assert tables.runs_table(runs, reference)["key"].tolist() == ["A", "B", "PR"]
     # Only the PR's table: still one table, for its family.
     assert list(tables.compare_tables({"b": qwen3}, reference)) == ["Qwen3-Omni", "Qwen2.5-Omni"]
     # Runs of different families are never differenced.
     assert tables.configuration(qwen25) != tables.configuration(qwen3)
+
+
+def test_the_compare_table_heads_each_run_with_a_short_key_named_once_in_the_runs_table():
+    runs = {
+        f"Qwen2.5-Omni · CPU · reference · synthetic · run {i}": make_result(seed=i)
+        for i in range(3)
+    }
+    reference = tables.reference_results()
+    table = tables.compare_table(runs, reference)
+    groups = list(dict.fromkeys(c.split(":")[0] for c in table.columns))
+    assert groups == ["A", "B", "C", "PR"]
+    assert max(len(c) for c in table.columns) <= len("PR: before (μs)") + 1
+    legend = tables.runs_table(runs, reference)
+    assert legend["key"].to_dict() == {
+        **dict(zip(runs, "ABC", strict=True)),
+        **{tables.reference_name(reference): "PR"},
+    }
+    assert legend.loc[tables.reference_name(reference), "status"] == "published"
+    assert tables.run_keys({str(i): None for i in range(28)})["27"] == "AB"  # after Z
 
 
 def test_cpu_beside_gpu_gets_a_caption():
@@ -556,3 +576,34 @@ def test_the_canary_trace_shows_each_block_edge_and_each_workers_median():
     assert "700–709 µs" in fig.alt_text and "host stable" in fig.alt_text
     rendered = [v.figure for v in sections.cpu_frequency(result) if isinstance(v, views.View)]
     assert fig.axes[0].get_title() in [f.axes[0].get_title() for f in rendered]
+
+
+def test_the_parameter_and_environment_tables_say_unset_or_which_kind_of_missing(monkeypatch):
+    import sys
+    import types
+
+    from embedbench.config import RunConfig
+    from embedbench.harness import sysinfo
+
+    config = tables.config_table(RunConfig())
+    assert "" not in set(config["value"])
+    assert config.loc["model", "value"] == "unset (the embedded synthetic default)"
+    assert config.loc["cpu_core", "value"] == "unset (the lowest allowed core)"
+    assert config.loc["output_dir", "value"].startswith("unset (./embedbench-results/")
+    assert tables.unset_text("a results dir") == "unset"
+    versions = {"python": "3.11", "torch": "2.5", "cuda": None, "vllm": None, "numpy": "2.0"}
+    monkeypatch.setattr(sysinfo, "versions", lambda: dict(versions))
+    monkeypatch.setattr(sysinfo, "host_facts", lambda: {"cpu_model": None, "logical_cpus": 2})
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    env = tables.environment_table()["value"]
+    assert "" not in set(env)
+    assert env["vllm"] == "not installed" and env["cpu_model"] == "not found on this machine"
+    assert env["cuda"] == "not read (torch not imported in this process)"
+    result = make_result()
+    result.metadata.pop("cpu_core")
+    result.metadata["target"] = "vllm-omni"
+    prov = tables.provenance_table(result)["value"]
+    assert "" not in set(prov) and prov["cpu core"] == "not recorded"
+    assert prov["vllm / vllm-omni / transformers"] == "not recorded / not recorded / not recorded"
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    assert tables.environment_table()["value"]["cuda"] == "none (a CPU build of torch)"

@@ -8,9 +8,12 @@ fifth column, see ``pr_table``); the interval and verdict go into a second table
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
+import sys
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
@@ -478,14 +481,19 @@ def _busy_labels(metadata: dict[str, Any]) -> list[str | None]:
     return [metadata.get(key) for key in ("busy_core", "busy_io")]
 
 
+NOT_RECORDED = "not recorded"  # a fact the run's metadata lacks (an older run, or unread)
+
+
 def provenance_table(result: RunResult) -> pd.DataFrame:
-    """What was measured where: target, device, core, versions, checkpoint, design."""
+    """What was measured where: target, device, core, versions, checkpoint, design; a
+    fact the run did not record says so."""
     m = result.metadata
     versions = m.get("versions") or {}
     refs = m.get("refs") or {}
     built_in = m.get("target") == BUILT_IN_TARGET
     vllm_versions = " / ".join(
-        str(v) for v in (m.get("vllm"), versions.get("vllm-omni"), m.get("transformers"))
+        NOT_RECORDED if v is None else str(v)
+        for v in (m.get("vllm"), versions.get("vllm-omni"), m.get("transformers"))
     )
     items = [
         ("status", m.get("status")),
@@ -527,7 +535,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     if m.get("missing_files"):
         items.insert(1, ("missing files", ", ".join(m["missing_files"])))
     return pd.DataFrame(
-        [{"field": k, "value": "" if v is None else str(v)} for k, v in items]
+        [{"field": k, "value": NOT_RECORDED if v is None else str(v)} for k, v in items]
     ).set_index("field")
 
 
@@ -582,23 +590,51 @@ def series_label(name: str, seen: dict[str, str]) -> str:
     return f"{name} [{seen[name]} window]" if len(set(seen.values())) > 1 else name
 
 
+REFERENCE_KEY = "PR"
+
+
+def run_keys(
+    runs: Mapping[str, RunResult], reference: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """A short key per compared run (A, B, …, AA after Z) and ``PR`` for the PR's table:
+    a comparison table's column groups carry the key, the runs table (``runs_table``)
+    names each run once beside it."""
+    keys = {}
+    for i, name in enumerate(runs):
+        key, n = "", i
+        while True:
+            key = chr(ord("A") + n % 26) + key
+            n = n // 26 - 1
+            if n < 0:
+                break
+        keys[name] = key
+    if reference is not None:
+        keys[reference_name(dict(reference))] = REFERENCE_KEY
+    return keys
+
+
 def compare_table(
     runs: dict[str, RunResult],
     reference: dict[str, Any] | None = None,
     *,
     allow_mixed_windows: bool = False,
+    keys: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Before, after and reduction per case, one column group per run (and the PR's);
-    a one-process run's group adds the PR's statistic beside its headline (``pr_table``).
+    """Before, after and reduction per case, one column group per run (and the PR's),
+    headed by the run's short key (``run_keys``, or ``keys`` to keep one key per run
+    across tables; ``runs_table`` is their legend); a one-process run's group adds the
+    PR's statistic beside its headline (``pr_table``).
 
     Refuses runs timed with different windows unless ``allow_mixed_windows``, which
     labels every column group with its window (``compared_windows``).
     """
     seen = compared_windows(runs, reference, allow_mixed=allow_mixed_windows)
+    keys = dict(keys) if keys is not None else run_keys(runs, reference)
+    windows_of = {keys[name]: window for name, window in seen.items()}
     columns: dict[str, dict[str, str]] = {}
     for name, result in runs.items():
         several = _several_lengths(result.summary)
-        label_of = series_label(name, seen)
+        label_of = series_label(keys[name], windows_of)
         rows = ordered_rows(result)
         with_pr = any(one_process(row) for row in rows)
         for row in rows:
@@ -614,7 +650,7 @@ def compare_table(
                     row, "pr_reduction_pct"
                 )
     if reference is not None:
-        name = series_label(reference_name(reference), seen)
+        name = series_label(keys[reference_name(reference)], windows_of)
         for row in reference["rows"]:
             label = row["label"]
             columns.setdefault(f"{name}: before (μs)", {})[label] = _fmt_us(row["before_us"])
@@ -625,26 +661,57 @@ def compare_table(
     return frame
 
 
+def unset_text(help_text: str) -> str:
+    """What an unset parameter means, from its help (``…; unset: the lowest allowed
+    core`` → ``unset (the lowest allowed core)``); plain ``unset`` where it says nothing."""
+    _, found, meaning = help_text.partition("unset: ")
+    return f"unset ({meaning.strip()})" if found and meaning.strip() else "unset"
+
+
 def config_table(config: Any) -> pd.DataFrame:
-    """A run's parameters as resolved by RunConfig, one row each (shown before measuring)."""
+    """A run's parameters as resolved by RunConfig, one row each (shown before measuring);
+    a parameter left unset says so and what that means, never a blank cell."""
     data = config.to_json()
+    helps = {f.name: str(f.metadata.get("help", "")) for f in dataclasses.fields(config)}
     if data.get("target") == BUILT_IN_TARGET:  # the checkout's parameters are unused
         data.update({k: NOT_APPLICABLE for k in CHECKOUT_PARAMETERS if k in data})
     for name in ("blocks", "processes"):
         if getattr(config, f"{name}_source", None) == DERIVED:
             data[name] = f"{data[name]} (unset, derived)"
     return pd.DataFrame(
-        [{"parameter": k, "value": "" if v is None else str(v)} for k, v in data.items()]
+        [
+            {"parameter": k, "value": unset_text(helps.get(k, "")) if v is None else str(v)}
+            for k, v in data.items()
+        ]
     ).set_index("parameter")
 
 
+NOT_INSTALLED = "not installed"
+NOT_FOUND = "not found on this machine"
+
+
+def _cuda_text() -> str:
+    """Why there is no CUDA version: torch is a CPU build, or this process never imported
+    torch (the report side does not), so nothing read it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "not read (torch not imported in this process)"
+    return "none (a CPU build of torch)"
+
+
 def environment_table() -> pd.DataFrame:
-    """This machine and its software, shown before a run measures."""
-    items = {**sysinfo.host_facts(), **sysinfo.versions()}
+    """This machine and its software, shown before a run measures; a fact it could not
+    read says which kind of missing it is (not installed, not read, not found)."""
+    facts = sysinfo.host_facts()
+    software = sysinfo.versions()
+    items: dict[str, Any] = {
+        **{k: NOT_FOUND if v is None else v for k, v in facts.items()},
+        **{k: NOT_INSTALLED if v is None else v for k, v in software.items()},
+    }
+    if software.get("cuda") is None:
+        items["cuda"] = _cuda_text()
     items["allowed environment"] = sysinfo.allowed_environment() or "(none set)"
-    return pd.DataFrame(
-        [{"fact": k, "value": "" if v is None else str(v)} for k, v in items.items()]
-    ).set_index("fact")
+    return pd.DataFrame([{"fact": k, "value": str(v)} for k, v in items.items()]).set_index("fact")
 
 
 def device_label(metadata: dict[str, Any]) -> str:
@@ -701,16 +768,17 @@ def compare_tables(
     *,
     allow_mixed_windows: bool = False,
 ) -> dict[str, pd.DataFrame]:
-    """``compare_table`` per family (label → table). The PR's published table, which
-    measured Qwen2.5-Omni, sits beside that family's runs only."""
+    """``compare_table`` per family (label → table), each run under one key in all of
+    them (``run_keys``). The PR's published table, which measured Qwen2.5-Omni, sits
+    beside that family's runs only."""
     tables_by_family = {}
+    keys = run_keys(runs, reference)
+    mixed = {"allow_mixed_windows": allow_mixed_windows, "keys": keys}
     for label, group in by_family(runs).items():
         own = reference if label == FAMILY_LABELS[DEFAULT_FAMILY] else None
-        tables_by_family[label] = compare_table(group, own, allow_mixed_windows=allow_mixed_windows)
+        tables_by_family[label] = compare_table(group, own, **mixed)
     if reference is not None and FAMILY_LABELS[DEFAULT_FAMILY] not in tables_by_family:
-        tables_by_family[FAMILY_LABELS[DEFAULT_FAMILY]] = compare_table(
-            {}, reference, allow_mixed_windows=allow_mixed_windows
-        )
+        tables_by_family[FAMILY_LABELS[DEFAULT_FAMILY]] = compare_table({}, reference, **mixed)
     return tables_by_family
 
 
@@ -740,14 +808,18 @@ def load_runs(directories: Any, *, include_reference: bool) -> dict[str, RunResu
     return runs
 
 
-def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
-    """One row per compared run: where and how it was measured."""
+def runs_table(runs: dict[str, RunResult], reference: dict[str, Any] | None = None) -> pd.DataFrame:
+    """One row per compared run (and the PR's table, when given): its short key in the
+    comparison tables (``run_keys``; the legend that names each run once), where and how
+    it was measured."""
+    keys = run_keys(runs, reference)
     rows = []
     for name, result in runs.items():
         m = result.metadata
         rows.append(
             {
                 "run": name,
+                "key": keys[name],
                 "family": family_label(m),
                 "device": f"{m.get('device')} ({m.get('device_name')})",
                 "target": m.get("target"),
@@ -759,6 +831,26 @@ def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
                 "host": host_verdict(m),
                 "status": m.get("status"),
                 "started": _utc_iso(m.get("start_time")),
+            }
+        )
+    if reference is not None:
+        env, method = reference.get("environment") or {}, reference.get("method") or {}
+        rows.append(
+            {
+                "run": reference_name(reference),
+                "key": REFERENCE_KEY,
+                "family": FAMILY_LABELS[DEFAULT_FAMILY],
+                "device": f"cuda ({env.get('gpu')})",
+                "target": "the PR's published table",
+                "checkpoint": f"real ({env.get('model')})",
+                "directory": "—",
+                "design": f"{method.get('blocks')}×{method.get('iterations')} "
+                f"(warmup {method.get('warmup')})",
+                "workers": "—",
+                "timing window": str(reference.get("timing_window", windows.PR)),
+                "host": "—",
+                "status": "published",
+                "started": env.get("date"),
             }
         )
     return pd.DataFrame(rows).set_index("run")
