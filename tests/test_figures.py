@@ -607,3 +607,23 @@ def test_the_parameter_and_environment_tables_say_unset_or_which_kind_of_missing
     assert prov["vllm / vllm-omni / transformers"] == "not recorded / not recorded / not recorded"
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
     assert tables.environment_table()["value"]["cuda"] == "none (a CPU build of torch)"
+
+
+def test_the_interval_section_splits_its_table_and_names_a_shared_method_once():
+    result = make_result()
+    verdict, pooled, method = tables.verdict_tables(result)
+    full = tables.statistics_table(result)
+    assert method == "t over 3 worker processes (2 df)"
+    assert list(verdict.columns) == ["Input", "Interval", "Level", "Verdict", "MDE", "Host speed"]
+    assert list(pooled.columns) == [
+        "Input", "HL estimate (pooled)", "HL interval (pooled)", "Wilcoxon p", "Blocks", "Valid"
+    ]  # fmt: skip
+    assert set(verdict.columns) | set(pooled.columns) == set(full.columns) - {"Method"}
+    assert max(len(verdict.columns), len(pooled.columns)) <= 7  # each fits ~900 px
+    items = sections.interval_and_verdict(result)
+    assert [type(i).__name__ for i in items] == ["DataFrame", "Note", "DataFrame", "View"]
+    assert items[1].text == f"Interval method, every row: {method}."
+    mixed = copy.deepcopy(result)
+    mixed.summary[1]["interval_method"] = "hodges_lehmann"
+    verdict, _, method = tables.verdict_tables(mixed)
+    assert method is None and verdict["Method"].nunique() == 2  # differing: a column again

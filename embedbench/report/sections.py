@@ -75,8 +75,13 @@ def pr_format(result: RunResult) -> list[Item]:
 
 
 def interval_and_verdict(result: RunResult) -> list[Item]:
-    """The statistics table and the forest plot of the verdict's intervals."""
-    return [tables.statistics_table(result), views.reduction_forest(result)]
+    """The statistics (``tables.verdict_tables``: the verdict's table, the interval's
+    method once when every row shares it, the pooled view) and the forest plot."""
+    verdict, pooled, method = tables.verdict_tables(result)
+    items: list[Item] = [verdict]
+    if method is not None:
+        items.append(Note(f"Interval method, every row: {method}."))
+    return [*items, pooled, views.reduction_forest(result)]
 
 
 def paired_blocks(result: RunResult) -> list[Item]:

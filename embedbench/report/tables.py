@@ -218,6 +218,22 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+VERDICT_COLUMNS = ("Input", "Interval", "Level", "Verdict", "MDE", "Host speed", "Method")
+
+
+def verdict_tables(result: RunResult) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+    """``statistics_table`` in two narrower tables, each readable in a 900 px column: the
+    verdict's (interval, level, verdict, MDE, host speed) and the pooled within-process
+    view with the checks (HL, Wilcoxon, blocks, valid, A/A). The interval method, when
+    every row shares it, is returned once instead of as a column of repeats."""
+    full = statistics_table(result)
+    methods = set(full["Method"]) if "Method" in full else set()
+    method = methods.pop() if len(methods) == 1 else None
+    first = [c for c in VERDICT_COLUMNS if c in full and (c != "Method" or method is None)]
+    second = ["Input", *(c for c in full.columns if c not in VERDICT_COLUMNS)]
+    return full[first], full[second], method
+
+
 def _canary_text(level: Any) -> str:
     """A case's canary level, the host speed its reduction holds at."""
     return "not observed" if level is None else f"canary {level:.0f} µs"
