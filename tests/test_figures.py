@@ -621,7 +621,7 @@ def test_the_interval_section_splits_its_table_and_names_a_shared_method_once():
     assert set(verdict.columns) | set(pooled.columns) == set(full.columns) - {"Method"}
     assert max(len(verdict.columns), len(pooled.columns)) <= 7  # each fits ~900 px
     items = sections.interval_and_verdict(result)
-    assert [type(i).__name__ for i in items] == ["DataFrame", "Note", "DataFrame", "View"]
+    assert [type(i).__name__ for i in items] == ["Table", "Note", "Table", "View"]
     assert items[1].text == f"Interval method, every row: {method}."
     mixed = copy.deepcopy(result)
     mixed.summary[1]["interval_method"] = "hodges_lehmann"

@@ -71,6 +71,10 @@ class ReportFigure(Figure):
         alt = html.escape(self.alt_text or "figure", quote=True)
         return f'<img alt="{alt}" src="data:image/png;base64,{data}">'
 
+    def to_html(self) -> str:
+        """As a report section's item in the HTML page: ``img_html()``."""
+        return self.img_html()
+
     def _repr_mimebundle_(
         self, include: Any = None, exclude: Any = None
     ) -> tuple[dict[str, str], dict[str, Any]]:

@@ -66,6 +66,10 @@ class View:
         page's script renders the chart, and kept below it)."""
         return chart_html(self.spec, self.figure.img_html())
 
+    def to_html(self) -> str:
+        """As a report section's item in the HTML page: ``html()``."""
+        return self.html()
+
 
 def spec_json(spec: dict[str, Any]) -> str:
     """A spec as JSON safe inside a ``<script>`` element (no ``<`` at all)."""
