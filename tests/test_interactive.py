@@ -201,7 +201,7 @@ def test_the_paired_chart_shades_the_workers_and_hollows_an_outlier_workers_bloc
     [points] = [u for u in _units(plain) if u.get("name") == "paired_points"]
     assert "worker_reason" not in {t["field"] for t in points["encoding"]["tooltip"]}
     alone = views.paired_blocks(make_result(workers=1)).spec
-    assert {u.get("name") for u in _units(alone)} == {None, "paired_points"}
+    assert {u.get("name") for u in _units(alone)} == {None, "outlier_rings", "paired_points"}
 
 
 def test_every_view_has_tooltips_zoom_and_the_case_and_length_menus():

@@ -308,12 +308,16 @@ def paired_blocks(
             "tooltip": _tooltip(paired, BLOCK_TOOLTIP),
         },
     }
+    # every block has a ring, seen only on an outlier block: a case with none draws an
+    # empty layer otherwise, which vega warns about (an infinite extent)
     rings = {
-        "transform": [{"filter": SELECTED}, {"filter": "datum.outlier"}],
+        "name": "outlier_rings",
+        "transform": [{"filter": SELECTED}],
         "mark": {"type": "point", "size": 320, "stroke": "black", "strokeWidth": 1.5},
         "encoding": {
             "x": {"field": "order", "type": "quantitative"},
             "y": {"field": "reduction_pct", "type": "quantitative"},
+            "strokeOpacity": {"condition": {"test": "datum.outlier", "value": 1}, "value": 0},
         },
     }
     zero = {
@@ -327,7 +331,7 @@ def paired_blocks(
         {
             "params": selectors(paired),
             "data": {"values": records(paired)},
-            "layer": [*shading, zero, points, rings],
+            "layer": [*shading, zero, rings, points],
         },
     )
 
