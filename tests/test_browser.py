@@ -335,10 +335,10 @@ def test_the_compare_view_hides_a_run_with_its_checkbox(driver, tmp_path):
     its marks; ticking it brings them back."""
     from nbconvert import HTMLExporter
 
-    from embedbench.report import tables
+    from embedbench.report import compare
 
     runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
-    data, metadata = sections.comparison(runs, tables.reference_results())[0].bundle()
+    data, metadata = sections.comparison(runs, compare.reference_results())[0].bundle()
     notebook = tmp_path / "compare.ipynb"
     nbformat.write(
         new_notebook(

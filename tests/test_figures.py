@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE
-from embedbench.report import figuredata, interactive, sections, static, tables, views
+from embedbench.report import compare, figuredata, interactive, sections, static, tables, views
 from embedbench.report.html import render_html
 from embedbench.report.results import RunResult
 from embedbench.report.summary import summary_row
@@ -478,17 +478,17 @@ def test_families_get_separate_compare_tables_and_the_prs_table_only_beside_its_
     qwen3 = copy.deepcopy(make_result(directory="b"))
     qwen3.metadata["family"] = "qwen3-omni"
     runs = {tables.run_label(qwen25): qwen25, tables.run_label(qwen3): qwen3}
-    reference = tables.reference_results()
-    by_family = tables.compare_tables(runs, reference)
+    reference = compare.reference_results()
+    by_family = compare.compare_tables(runs, reference)
     assert list(by_family) == ["Qwen2.5-Omni", "Qwen3-Omni"]
     assert any(c.startswith("PR: ") for c in by_family["Qwen2.5-Omni"].columns)
     assert not any(c.startswith("PR: ") for c in by_family["Qwen3-Omni"].columns)
     assert all(c.startswith("B: ") for c in by_family["Qwen3-Omni"].columns)  # one key each
-    assert tables.runs_table(runs, reference)["key"].tolist() == ["A", "B", "PR"]
+    assert compare.runs_table(runs, reference)["key"].tolist() == ["A", "B", "PR"]
     # Only the PR's table: still one table, for its family.
-    assert list(tables.compare_tables({"b": qwen3}, reference)) == ["Qwen3-Omni", "Qwen2.5-Omni"]
+    assert list(compare.compare_tables({"b": qwen3}, reference)) == ["Qwen3-Omni", "Qwen2.5-Omni"]
     # Runs of different families are never differenced.
-    assert tables.configuration(qwen25) != tables.configuration(qwen3)
+    assert compare.configuration(qwen25) != compare.configuration(qwen3)
 
 
 def test_the_compare_table_heads_each_run_with_a_short_key_named_once_in_the_runs_table():
@@ -496,39 +496,39 @@ def test_the_compare_table_heads_each_run_with_a_short_key_named_once_in_the_run
         f"Qwen2.5-Omni · CPU · reference · synthetic · run {i}": make_result(seed=i)
         for i in range(3)
     }
-    reference = tables.reference_results()
-    table = tables.compare_table(runs, reference)
+    reference = compare.reference_results()
+    table = compare.compare_table(runs, reference)
     groups = list(dict.fromkeys(c.split(":")[0] for c in table.columns))
     assert groups == ["A", "B", "C", "PR"]
     assert max(len(c) for c in table.columns) <= len("PR: before (μs)") + 1
-    legend = tables.runs_table(runs, reference)
+    legend = compare.runs_table(runs, reference)
     assert legend["key"].to_dict() == {
         **dict(zip(runs, "ABC", strict=True)),
-        **{tables.reference_name(reference): "PR"},
+        **{compare.reference_name(reference): "PR"},
     }
-    assert legend.loc[tables.reference_name(reference), "status"] == "published"
-    assert tables.run_keys({str(i): None for i in range(28)})["27"] == "AB"  # after Z
+    assert legend.loc[compare.reference_name(reference), "status"] == "published"
+    assert compare.run_keys({str(i): None for i in range(28)})["27"] == "AB"  # after Z
 
 
 def test_cpu_beside_gpu_gets_a_caption():
     runs = {"cpu run": make_result(), "gpu run": make_result(device="cuda")}
-    caption = tables.regime_caption(runs)
+    caption = compare.regime_caption(runs)
     assert caption.startswith("CPU rows sit beside GPU rows: on CPU each lookup of 1172 tokens")
     assert "copies 8.4 MB, which dominates the call" in caption
-    assert tables.regime_caption({"cpu run": make_result()}) is None
+    assert compare.regime_caption({"cpu run": make_result()}) is None
     shown = sections.comparison(runs)
     assert not any(isinstance(item, sections.Note) and "CPU rows" in item.text for item in shown)
     assert caption in shown[0].alt_text  # once: under the figure and in its alt text
-    with_reference = tables.regime_caption({"cpu run": make_result()}, tables.reference_results())
+    with_reference = compare.regime_caption({"cpu run": make_result()}, compare.reference_results())
     assert "18.2 % on PR #7477 (NVIDIA H100 80GB)" in with_reference
-    fig = static.compare_reductions({"cpu run": make_result()}, tables.reference_results())
+    fig = static.compare_reductions({"cpu run": make_result()}, compare.reference_results())
     assert fig.get_supxlabel().replace("\n", " ") == with_reference
     assert with_reference in fig.alt_text
 
 
 def test_runs_of_one_configuration_get_a_row_wise_difference_with_its_interval():
     runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
-    found = tables.differences(runs)
+    found = compare.differences(runs)
     assert [(d["a"], d["b"], d["case"]) for d in found] == [
         ("monday", "tuesday", "audio"),
         ("monday", "tuesday", "interleaved"),
@@ -540,20 +540,20 @@ def test_runs_of_one_configuration_get_a_row_wise_difference_with_its_interval()
             rows[1]["reduction_pct"] - rows[0]["reduction_pct"]
         )
         assert diff.low < diff.difference_pp < diff.high and diff.excludes_zero
-    table = tables.difference_table(runs)
+    table = compare.difference_table(runs)
     assert list(table["Runs (B − A)"]) == ["tuesday − monday"] * 2
     assert set(table["Reading"]) == {"the runs differ"}
     fig = static.compare_reductions(runs)
     assert len(fig.axes) == 2 and len(_by_gid(fig, "difference")) == 2
     # Another device is another configuration: no difference, no second panel.
     mixed = {"cpu": make_result(), "gpu": make_result(device="cuda")}
-    assert tables.differences(mixed) == [] and tables.difference_table(mixed).empty
+    assert compare.differences(mixed) == [] and compare.difference_table(mixed).empty
     assert len(static.compare_reductions(mixed).axes) == 1
 
 
 def test_a_one_process_run_gets_no_difference_interval():
     runs = {"a": make_result(workers=1), "b": make_result(workers=1, seed=3)}
-    assert {d["difference"] for d in tables.differences(runs)} == {
+    assert {d["difference"] for d in compare.differences(runs)} == {
         "n/a: needs a between-process interval (2+ workers) in both runs"
     }
 

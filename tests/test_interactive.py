@@ -24,7 +24,7 @@ from test_figures import make_result  # the in-memory runs the figure tests buil
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
 from embedbench.harness.stability import assess_host
-from embedbench.report import figuredata, interactive, sections, static, tables, views
+from embedbench.report import compare, figuredata, interactive, sections, static, views
 from embedbench.report.html import render_html
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def _views(result) -> list[views.View]:
 
 
 def reference_series() -> str:
-    return tables.reference_name(tables.reference_results())
+    return compare.reference_name(compare.reference_results())
 
 
 def _units(spec: dict) -> list[dict]:
@@ -296,7 +296,7 @@ def test_the_static_figures_stay_matplotlib_figures():
 
 def test_the_compare_view_draws_each_runs_reductions_from_one_table():
     runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
-    reference = tables.reference_results()
+    reference = compare.reference_results()
     table = figuredata.compare_table(runs, reference)
     assert list(dict.fromkeys(table["series"])) == ["monday", "tuesday", reference_series()]
     monday = table[table["series"] == "monday"]

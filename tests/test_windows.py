@@ -11,16 +11,16 @@ from embedbench import load_results
 from embedbench.cli import main
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError
-from embedbench.report.compat import upgrade_metadata
-from embedbench.report.static import compare_reductions
-from embedbench.report.tables import (
+from embedbench.report.compare import (
     MixedWindowsError,
     compare_table,
     compared_windows,
     reference_results,
     runs_table,
-    timing_window,
 )
+from embedbench.report.compat import upgrade_metadata
+from embedbench.report.static import compare_reductions
+from embedbench.report.tables import timing_window
 
 
 def test_a_default_run_records_the_pr_window(small_run_dir):

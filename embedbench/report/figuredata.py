@@ -18,7 +18,7 @@ import pandas as pd
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
 from embedbench.harness.timing import METRIC_ORDER
-from embedbench.report import tables
+from embedbench.report import compare, tables
 from embedbench.report.results import RunResult
 
 PAIRED_COLUMNS = (
@@ -404,12 +404,12 @@ def compare_table(
     interval), in the runs' order: its series label (with its timing window when windows
     are mixed), the reduction and the verdict's interval (None where there is none).
     Runs timed in different windows are refused unless ``allow_mixed_windows``."""
-    seen = tables.compared_windows(
+    seen = compare.compared_windows(
         dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
     )
     rows = []
     for name, result in runs.items():
-        series = tables.series_label(name, seen)
+        series = compare.series_label(name, seen)
         for row in result.summary:
             if not row.get("valid") or row.get("reduction_pct") is None:
                 continue
@@ -418,7 +418,7 @@ def compare_table(
             reduction = float(row["reduction_pct"])
             rows.append((series, row["case"], label, int(row["tokens"]), reduction, *ci[:2]))
     if reference is not None:
-        series = tables.series_label(tables.reference_name(dict(reference)), seen)
+        series = compare.series_label(compare.reference_name(dict(reference)), seen)
         tokens = int(reference.get("tokens"))
         for row in reference["rows"]:
             label = CASE_LABELS.get(row["case"], row["case"])

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from embedbench.report import static, tables, views
+from embedbench.report import compare, static, tables, views
 from embedbench.report.results import RunResult
 
 
@@ -256,7 +256,7 @@ def comparison(
     items: list[Item] = [
         views.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows)
     ]
-    differences = tables.difference_table(dict(runs))
+    differences = compare.difference_table(dict(runs))
     if differences.empty:
         items.append(Note("No two runs share a configuration: no row-wise difference."))
     else:

@@ -33,7 +33,7 @@ from scipy import stats as sps
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
-from embedbench.report import figuredata, tables
+from embedbench.report import compare, figuredata, tables
 from embedbench.report.results import RunResult
 
 FIGURE_DPI = 90
@@ -940,7 +940,7 @@ def compare_reductions(
 ) -> ReportFigure:
     """Reduction per case across runs (and the PR's reference table), each with its
     interval; beside it, for runs of the same configuration, the row-wise difference with
-    its interval (``tables.differences``). A caption says when CPU rows sit beside GPU rows.
+    its interval (``compare.differences``). A caption says when CPU rows sit beside GPU rows.
 
     Runs timed with different windows are refused unless ``allow_mixed_windows``, which
     labels every series with its window (``report.compared_windows``).
@@ -964,10 +964,10 @@ def compare_reductions(
         return _message_panel("Reduction across runs", "no valid rows to compare")
     diffs = [
         d
-        for d in tables.differences(dict(runs))
+        for d in compare.differences(dict(runs))
         if isinstance(d["difference"], stats.ReductionDifference)
     ]
-    caption = tables.regime_caption(dict(runs), dict(reference) if reference else None)
+    caption = compare.regime_caption(dict(runs), dict(reference) if reference else None)
     height = 0.2 * len(keys) * max(len(series), 2) + 2.6
     fig = _new(13 if diffs else 10, height)
     if diffs:
