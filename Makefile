@@ -40,7 +40,7 @@ run: setup
 	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser)"; \
 	echo "results: $$results"
 
-# Re-render an existing run: make report DIR=embedbench-results/<UTC time> (default: newest).
+# Re-render an existing run: make report DIR=embedbench-results/UTC-TIME (default: newest).
 report: setup
 	@mkdir -p $(NB_OUT)
 	@nb=$(NB_OUT)/report-$(NOW); set -ex; \
@@ -48,7 +48,7 @@ report: setup
 	$(NBCONVERT) $$nb.ipynb; \
 	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser)"
 
-# Side by side: make compare DIRS="embedbench-results/A /tmp/omni-h100" (with the PR's table).
+# Side by side: make compare DIRS="RESULTS_DIR OTHER_RESULTS_DIR" (with the PR's table).
 # Each dir is checked first, with embedbench validate's one line: papermill never starts
 # on a dir that is not a run's results.
 compare: setup

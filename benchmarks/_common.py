@@ -342,7 +342,7 @@ def reference_setup(hidden: int, *, log: Callable[[str], None] | None = None) ->
     """
     import torch
 
-    from embedbench.omni import checkpoint
+    from embedbench.omni import checkpoint, families
     from embedbench.omni.targets.reference import build_reference_target
 
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
@@ -351,7 +351,7 @@ def reference_setup(hidden: int, *, log: Callable[[str], None] | None = None) ->
         facts = checkpoint.read_thinker_facts(model_dir)
         table = checkpoint.load_embedding_table(checkpoint.locate_embedding(model_dir, facts))
     else:
-        ids = checkpoint.QWEN25_OMNI_7B_TOKEN_IDS
+        ids = families.default().token_ids
         facts = checkpoint.ThinkerFacts(
             hidden_size=hidden,
             vocab_size=VOCAB_7B,

@@ -22,13 +22,16 @@ from typing import Any
 
 import _common as C
 
-FAMILIES = ("qwen2.5-omni", "qwen3-omni")
+from embedbench.omni import families as registry
+
+# Every registered family, in the registry's order.
+FAMILIES = registry.names()
 CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
 QUICK_DESIGN = ["--warmup", "5", "--blocks", "6", "--iterations", "5", "--processes", "3"]
 
 
 def _order(rounds: int) -> list[str]:
-    """ABBA: qwen2.5, qwen3, qwen3, qwen2.5, ..."""
+    """ABBA: the registry's order, then the reverse, and so on."""
     return [f for r in range(rounds) for f in (FAMILIES if r % 2 == 0 else FAMILIES[::-1])]
 
 
@@ -114,7 +117,7 @@ def tabulate(runs: list[dict[str, Any]], flags: list[str], rounds: int) -> list[
     )
     return [
         C.Section(
-            "Qwen2.5-Omni and Qwen3-Omni on their embedded defaults",
+            f"{' and '.join(registry.get(f).label for f in FAMILIES)} on their embedded defaults",
             C.markdown_table(headers, rows, align="llrrrrl"),
             note,
         )

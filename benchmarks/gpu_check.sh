@@ -21,7 +21,7 @@
 #                              the dependency check, the core pick, the report (default: 60)
 #     GPU_CHECK_DEVICE   cuda (default); "cpu" is a dry run of this script's own path on a
 #                        machine without a GPU (for testing the script; not a GPU result)
-#     GPU_CHECK_PROBE_FAMILIES  families the probe checks first (default: qwen2.5-omni qwen3-omni)
+#     GPU_CHECK_PROBE_FAMILIES  families the probe checks first (default: every registered one)
 #     GPU_CHECK_PROBE_FLAGS     extra `embedbench probe` flags (tests: --hidden 64)
 #
 # The package is used from this checkout through PYTHONPATH. It needs the image's torch,
@@ -257,7 +257,12 @@ case " $* " in
 esac
 core_s=$(since "$step")
 REPORT="$OUT/gpu_check.md"
-PROBE_FAMILIES=${GPU_CHECK_PROBE_FAMILIES:-qwen2.5-omni qwen3-omni}
+if [ -n "${GPU_CHECK_PROBE_FAMILIES:-}" ]; then
+    PROBE_FAMILIES=$GPU_CHECK_PROBE_FAMILIES
+else  # the registry's families, in its order
+    PROBE_FAMILIES=$(limited "$STEP_TIMEOUT" "$PYTHON" -c 'from embedbench.omni import families; print(*families.names())') ||
+        fail "could not list the families (embedbench.omni.families)"
+fi
 PROBE_FLAGS=${GPU_CHECK_PROBE_FLAGS:-}
 
 {

@@ -17,8 +17,14 @@ always-on, quiet, bursts, … so that each neighbour run has a quiet run next to
 - the canary's cost: its copies (at every block edge and in the probes) as a share of
   each run's wall time (target ≤ 2 %).
 
-``--quick``: 3 quiet and 3 neighbour runs of a reduced design (a smoke run, not evidence).
-``--from DIR``: analyse runs kept with ``--keep DIR`` instead of running.
+Then, on the same machine in the same period, embedbench and pyperf side by side on pairs
+whose answer is known (``benchmarks/side_by_side.py``: BLAKE2b 21 against 20 hashes, an
+A/A pair, the replica's Audio case), ``--side-by-side`` tries each (default 4; 0 skips):
+the share of right verdicts and the wall time, per tool.
+
+``--quick``: 3 quiet and 3 neighbour runs of a reduced design (a smoke run, not evidence;
+no side-by-side unless asked). ``--from DIR``: analyse runs kept with ``--keep DIR``
+(and their side-by-side tries, if kept) instead of running.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
+import side_by_side
 from between_runs import CASE_ORDER, QUICK_DESIGN, cross_coverage
 
 QUIET, TOGGLED, ALWAYS = "quiet", "hog on/off 3 s", "hog always on"
@@ -49,6 +56,8 @@ TARGET_FALSE_ALARM = 0.10
 TARGET_COVERAGE = 0.80
 TARGET_COST = 0.02
 REFUSED = "refused"
+SIDE_BY_SIDE_TRIES = 4
+SIDE_BY_SIDE_FILE = "side_by_side.json"
 
 
 def schedule(pairs: int) -> list[str]:
@@ -262,12 +271,24 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=None, help="quiet + neighbour pairs (default 12)")
     p.add_argument("--keep", metavar="DIR", help="keep every run's output directory under DIR")
     p.add_argument("--from", dest="from_dir", metavar="DIR", help="analyse runs kept with --keep")
+    p.add_argument(
+        "--side-by-side",
+        type=int,
+        default=None,
+        metavar="TRIES",
+        help=f"tries per known pair and tool, embedbench and pyperf (default "
+        f"{SIDE_BY_SIDE_TRIES}; 0 skips; --quick: 0)",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args()
     session = C.Session("interference", args)
     flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
+    tries: list[dict[str, Any]] = []
     if args.from_dir:
         runs = _kept(Path(args.from_dir))
+        kept_tries = Path(args.from_dir) / SIDE_BY_SIDE_FILE
+        if kept_tries.is_file():
+            tries = json.loads(kept_tries.read_text())
     else:
         order = schedule(args.pairs or (3 if args.quick else 12))
         with tempfile.TemporaryDirectory(prefix="embedbench-interference-") as tmp:
@@ -277,6 +298,19 @@ def main() -> None:
             for i, condition in enumerate(order):
                 print(f"run {i + 1}/{len(order)} ({condition}) ...", file=sys.stderr, flush=True)
                 runs.append(one_run(where / f"run{i:02d}", condition, flags, session.core))
+            n_tries = args.side_by_side
+            if n_tries is None:
+                n_tries = 0 if args.quick else SIDE_BY_SIDE_TRIES
+            if n_tries > 0:
+                pairs = ["blake2b", "same"] if args.quick else list(side_by_side.known_pairs.PAIRS)
+                tries = side_by_side.run_tries(
+                    pairs,
+                    n_tries,
+                    session.core,
+                    quick=args.quick,
+                    allow_busy="--allow-busy" in flags,
+                )
+                (where / SIDE_BY_SIDE_FILE).write_text(json.dumps(tries, indent=1))
     detection, rates = detection_table(runs)
     stable, missed, n_stable = stable_table(runs)
     costs = [r["canary_s"] / r["wall_s"] for r in runs if r.get("canary_s")]
@@ -297,8 +331,16 @@ def main() -> None:
         f"Canary cost: at most {100 * cost:.2f} % of a run's wall time "
         f"(target ≤ {100 * TARGET_COST:.0f} %).",
     )
+    if tries:
+        session.add(
+            "embedbench and pyperf on known pairs",
+            side_by_side.table(tries),
+            "Same machine, same period, after the runs above; pyperf through "
+            "`pyperf.Runner` with its default worker processes, pinned with --affinity.",
+        )
     session.data.update(
         {
+            "side_by_side": tries,
             "flags": flags,
             "runs": [{k: v for k, v in r.items() if k != "summary"} for r in runs],
             "summaries": [r.get("summary") for r in runs],

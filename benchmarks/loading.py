@@ -185,7 +185,9 @@ def write_checkpoint(root: Path, hidden: int, vocab: int) -> dict[str, Any]:
     import torch
     from safetensors.torch import save_file
 
-    from embedbench.omni.checkpoint import QWEN25_OMNI_7B_TOKEN_IDS
+    from embedbench.omni import families
+
+    family = families.default()
 
     gen = torch.Generator().manual_seed(7451)
     mlp = hidden * 37 // 7  # 18944 for hidden 3584 (Qwen2.5-7B intermediate size)
@@ -222,10 +224,10 @@ def write_checkpoint(root: Path, hidden: int, vocab: int) -> dict[str, Any]:
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
     (root / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     config = {
-        "architectures": ["Qwen2_5OmniModel"],
-        "model_type": "qwen2_5_omni",
+        "architectures": [family.architecture],
+        "model_type": family.model_type,
         "thinker_config": {
-            **QWEN25_OMNI_7B_TOKEN_IDS,
+            **family.token_ids,
             "text_config": {"hidden_size": hidden, "vocab_size": vocab, "torch_dtype": "bfloat16"},
         },
     }

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ import torch
 from embedbench.harness.isolation import isolated
 from embedbench.harness.timing import time_calls
 from embedbench.omni.scenarios import CASES, build_scenario, call_variant
-from embedbench.omni.targets import reference
+from embedbench.omni.targets import vllm_helpers
 
 COMPONENTS = ("lookup", ".cpu()", "interleave check", "merge")
 
@@ -80,9 +81,12 @@ class Profiler:
     def __enter__(self) -> Profiler:
         self._patch(self.target.language_model, "embed_input_ids", "lookup", instance=True)
         self._patch(torch.Tensor, "cpu", ".cpu()")
-        self._patch(reference, "check_interleaved_audio_video", "interleave check")
-        self._patch(reference, "_merge_multimodal_embeddings", "merge")
-        self._patch(reference, "merge_interleaved_embeddings", "merge")
+        # The replica's module calls the interleave helpers by its own names; the parent
+        # imports the standard merge from the helpers' module at each call.
+        replica = sys.modules[type(self.target.model).__module__]
+        self._patch(replica, "check_interleaved_audio_video", "interleave check")
+        self._patch(vllm_helpers, "_merge_multimodal_embeddings", "merge")
+        self._patch(replica, "merge_interleaved_embeddings", "merge")
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,8 +1,10 @@
 """embedbench: paired host-latency microbenchmark of Qwen2.5-Omni's embed_input_ids.
 
-The public API: ``RunConfig``, ``run``, ``load_results``, ``paired_benchmark``. They are
-imported on first use, so that ``import embedbench.<module>`` (a worker process, the
-report side) loads only what it needs.
+The public API (docs/api.md): ``RunConfig``, ``run``, ``load_results`` and
+``paired_benchmark``, what they return (``RunResult``, ``PairedResult``) and the errors
+they raise (``EmbedbenchError`` and its ``ConfigError``, ``CheckpointError``,
+``OutputDirError``). They are imported on first use, so that ``import
+embedbench.<module>`` (a worker process, the report side) loads only what it needs.
 """
 
 from __future__ import annotations

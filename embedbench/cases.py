@@ -4,10 +4,21 @@ The run side (:mod:`embedbench.omni.scenarios`, :mod:`embedbench.omni.targets`,
 :mod:`embedbench.omni.validation`) builds and checks the inputs with torch; the report side
 (results, statistics, tables, plots, HTML, gate) only names them. Both import these
 from here, so results can be re-rendered on a machine without torch (the report side
-never imports it). The old homes re-export them.
+never imports it). The old homes re-export them. What differs between model families
+(names, labels, expected lookups, PRs) is each family's, in the torch-free registry
+:mod:`embedbench.omni.families`.
 """
 
 from __future__ import annotations
+
+__all__ = [
+    "CASES",
+    "CASE_LABELS",
+    "MIN_TOKENS",
+    "SYNC_LABEL",
+    "VARIANTS",
+    "expected_lookups",
+]
 
 CASES: tuple[str, ...] = ("text", "audio", "image", "video", "mixed", "interleaved")
 
@@ -28,51 +39,13 @@ VARIANTS: tuple[str, str] = ("baseline", "fixed")
 # What the sync count of a validation row or the probe is, wherever it is shown or stored:
 # torch.cuda's sync debug mode warns only for syncs torch's own ops make, so a wait it
 # does not see (the driver staging a pageable non_blocking=True copy, which the
-# Qwen3-Omni replica makes) is not counted.
+# DeepStack replica makes) is not counted.
 SYNC_LABEL = "syncs torch reports (a lower bound)"
-
-# Text lookups per call: the text case delegates to the parent's single
-# lookup in both forms; every multimodal case costs the baseline a second one.
-EXPECTED_LOOKUPS: dict[str, dict[str, int]] = {
-    case: ({"baseline": 1, "fixed": 1} if case == "text" else {"baseline": 2, "fixed": 1})
-    for case in CASES
-}
-
-# Model families. The family comes from the checkpoint's config.json
-# (``model_type``); ``auto`` takes it from there, a named family must agree with it.
-# What the report side shows (names, labels, expected lookups) lives here, torch-free;
-# what only the run side needs (classes, source paths, config keys, published geometry)
-# lives in :mod:`embedbench.omni.families`.
-QWEN25_OMNI = "qwen2.5-omni"
-QWEN3_OMNI = "qwen3-omni"
-FAMILIES: tuple[str, ...] = (QWEN25_OMNI, QWEN3_OMNI)
-AUTO_FAMILY = "auto"
-# The embedded default (no --model) and what a result without a ``family`` field measured.
-DEFAULT_FAMILY = QWEN25_OMNI
-
-FAMILY_LABELS: dict[str, str] = {QWEN25_OMNI: "Qwen2.5-Omni", QWEN3_OMNI: "Qwen3-Omni"}
-
-# config.json ``model_type`` of each family's published checkpoints.
-FAMILY_MODEL_TYPES: dict[str, str] = {QWEN25_OMNI: "qwen2_5_omni", QWEN3_OMNI: "qwen3_omni_moe"}
-
-# The vLLM-Omni pull request that removed each family's redundant lookup.
-FAMILY_PRS: dict[str, str] = {QWEN25_OMNI: "#7477", QWEN3_OMNI: "#7573"}
-
-# Qwen3-Omni (PR #7573): text-only, empty multimodal and interleaved audio/video input
-# keep a single lookup in both forms; the other multimodal cases drop from two to one.
-EXPECTED_LOOKUPS_BY_FAMILY: dict[str, dict[str, dict[str, int]]] = {
-    QWEN25_OMNI: EXPECTED_LOOKUPS,
-    QWEN3_OMNI: {
-        case: (
-            {"baseline": 1, "fixed": 1}
-            if case in ("text", "interleaved")
-            else {"baseline": 2, "fixed": 1}
-        )
-        for case in CASES
-    },
-}
 
 
 def expected_lookups(family: str, case: str) -> dict[str, int]:
-    """Text lookups per call of each variant that ``family``'s two forms make on ``case``."""
-    return dict(EXPECTED_LOOKUPS_BY_FAMILY[family][case])
+    """Text lookups per call of each variant that ``family``'s two forms make on ``case``
+    (the family's own facts, from the registry)."""
+    from embedbench.omni import families
+
+    return families.get(family).lookups(case)

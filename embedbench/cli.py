@@ -1,4 +1,5 @@
-"""Command line: ``embedbench run | report | validate | gate | selftest | synth-checkpoint``.
+"""Command line: ``embedbench run | report | validate | gate | selftest | probe |
+synth-checkpoint`` (docs/cli.md has every option).
 
 Bad input ends with one line on stderr and exit code 2; a completed run with a
 failed validation, or a results dir that fails the gate, exits 1; an interrupted run
@@ -20,13 +21,25 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from embedbench.cases import DEFAULT_FAMILY, FAMILIES
 from embedbench.config import RunConfig, cli_flag, parse_float, parse_int
-from embedbench.errors import EmbedbenchError
+from embedbench.errors import ConfigError, EmbedbenchError
+from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
 
 if TYPE_CHECKING:
     from embedbench.report.results import RunResult
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "config_from_args",
+    "main",
+    "print_report",
+    "unrecognized",
+]
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -99,11 +112,12 @@ def _add_run_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_family(parser: argparse.ArgumentParser, what: str) -> None:
     """``--family`` of a subcommand that needs one family (no ``auto``: no checkpoint)."""
+    default = families.default().name
     parser.add_argument(
         "--family",
-        default=DEFAULT_FAMILY,
-        metavar="{" + ",".join(FAMILIES) + "}",
-        help=f"{what} (default {DEFAULT_FAMILY})",
+        default=default,
+        metavar="{" + ",".join(families.names()) + "}",
+        help=f"{what} (default {default})",
     )
 
 
@@ -171,15 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--tokens", default="1172", help="input length (default 1172)")
     probe.add_argument("--hidden", help="hidden size (default: the published model's)")
     probe.add_argument("--json", metavar="OUT.json", help="also write the rows as JSON")
-    syn = sub.add_parser(
-        "synth-checkpoint", help="write a synthetic Qwen2.5-Omni or Qwen3-Omni checkpoint"
-    )
+    labels = " or ".join(f.label for f in families.all_families())
+    syn = sub.add_parser("synth-checkpoint", help=f"write a synthetic {labels} checkpoint")
     syn.add_argument("directory")
-    syn.add_argument(
-        "--hidden",
-        help="hidden size (default: the published model's, 3584 for Qwen2.5-Omni-7B, "
-        "2048 for Qwen3-Omni-30B-A3B)",
-    )
+    sizes = ", ".join(f"{f.hidden_size} for {f.model_label}" for f in families.all_families())
+    syn.add_argument("--hidden", help=f"hidden size (default: the published model's, {sizes})")
     _add_family(syn, "whose config layout, token ids and vocab")
     syn.add_argument("--seed", default="7451", help="seed of the embedding values")
     parser.description, parser.epilog = _top_level_help(list(sub.choices))
@@ -190,9 +200,10 @@ def _top_level_help(commands: list[str]) -> tuple[str, str]:
     """Plain-text description (every subcommand, by name) and epilog (the exit codes),
     wrapped without breaking a command name at its hyphen."""
     names = f"{', '.join(commands[:-1])} and {commands[-1]}"
+    default = families.default()
     description = (
-        "Paired host-latency microbenchmark and report kit for vLLM-Omni PR #7477 "
-        f"(Qwen2.5-Omni embed_input_ids). Commands: {names}; "
+        f"Paired host-latency microbenchmark and report kit for vLLM-Omni PR {default.pr} "
+        f"({default.label} embed_input_ids). Commands: {names}; "
         "embedbench COMMAND --help describes each."
     )
     epilog = (
@@ -345,7 +356,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    family = RunConfig._coerce_choice("--family", args.family, FAMILIES)
+    family = RunConfig._coerce_choice("--family", args.family, families.names())
     checked = RunConfig(device=args.device, lengths=args.tokens)
     hidden = None if args.hidden is None else parse_int("--hidden", args.hidden, minimum=1)
     from embedbench.probe import run_probe
@@ -367,7 +378,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 def _cmd_synth(args: argparse.Namespace) -> int:
     hidden_size = None if args.hidden is None else parse_int("--hidden", args.hidden, minimum=1)
     seed = parse_int("--seed", args.seed)
-    family = RunConfig._coerce_choice("--family", args.family, FAMILIES)
+    family = RunConfig._coerce_choice("--family", args.family, families.names())
     from embedbench.omni import checkpoint
 
     path = checkpoint.write_synthetic_checkpoint(
@@ -397,6 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "probe": _cmd_probe,
     }
     try:
+        problem = families.environment_problem()
+        if problem:
+            raise ConfigError(problem)
         return commands[args.command](args)
     except EmbedbenchError as exc:
         print(f"embedbench: error: {exc}", file=sys.stderr)

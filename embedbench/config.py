@@ -16,10 +16,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedbench.cases import AUTO_FAMILY, CASE_LABELS, CASES, FAMILIES, MIN_TOKENS
+from embedbench.cases import CASE_LABELS, CASES, MIN_TOKENS
 from embedbench.errors import ConfigError
 from embedbench.harness.design import DEFAULT_BLOCKS, DEFAULT_PROCESSES, Design, resolve_design
 from embedbench.harness.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
+from embedbench.omni import families
+
+__all__ = [
+    "DEFAULT_BASELINE_REF",
+    "DEFAULT_RESULTS_ROOT",
+    "DEVICES",
+    "FAMILY_CHOICES",
+    "LM_SHIMS",
+    "SMALL_DESIGN_DF",
+    "TARGETS",
+    "WORKTREE",
+    "CompareConfig",
+    "ReportConfig",
+    "RunConfig",
+    "cli_flag",
+    "default_output_dir",
+    "parse_float",
+    "parse_int",
+    "parse_list",
+    "parse_max_slowdown",
+]
 
 DEFAULT_BASELINE_REF = "01a2f93256975c7ff9565c5414b0fe0225bc4765"
 WORKTREE = "WORKTREE"
@@ -29,8 +50,9 @@ DEVICES = ("auto", "cpu", "cuda")
 # script's one-level shim, "production" the served Qwen2ForCausalLM -> Qwen2Model chain.
 LM_SHIMS = ("flat", "production")
 # The thinker family: auto takes it from the checkpoint's config.json
-# (model_type); without --model, auto is the embedded default, Qwen2.5-Omni.
-FAMILY_CHOICES = (AUTO_FAMILY, *FAMILIES)
+# (model_type); without --model, auto is the embedded default's family. The families
+# registered when embedbench is imported (one registered later is accepted too).
+FAMILY_CHOICES = (families.AUTO_FAMILY, *families.names())
 DEFAULT_RESULTS_ROOT = "embedbench-results"
 # A design with this many degrees of freedom or fewer between its workers (3 workers) gets
 # a line after its first worker saying the smallest reduction it can call.
@@ -187,9 +209,9 @@ class RunConfig:
         metavar="{" + ",".join(LM_SHIMS) + "}",
     )
     family: str = _param(
-        AUTO_FAMILY,
-        "auto (the checkpoint's model_type; no model: qwen2.5-omni), qwen2.5-omni or "
-        "qwen3-omni; a family the checkpoint contradicts is refused",
+        families.AUTO_FAMILY,
+        f"auto (the checkpoint's model_type; no model: {families.default().name}), "
+        f"{' or '.join(families.names())}; a family the checkpoint contradicts is refused",
         metavar="{" + ",".join(FAMILY_CHOICES) + "}",
     )
 
@@ -226,7 +248,8 @@ class RunConfig:
         set_(self, "iterations", parse_int("iterations", self.iterations, minimum=1))
         set_(self, "device", self._coerce_choice("device", self.device, DEVICES))
         set_(self, "lm_shim", self._coerce_choice("lm_shim", self.lm_shim, LM_SHIMS))
-        set_(self, "family", self._coerce_choice("family", self.family, FAMILY_CHOICES))
+        choices = (families.AUTO_FAMILY, *families.names())
+        set_(self, "family", self._coerce_choice("family", self.family, choices))
         set_(self, "seed", parse_int("seed", self.seed))
         set_(self, "overwrite", _as_bool("overwrite", self.overwrite))
         set_(self, "allow_busy", _as_bool("allow_busy", self.allow_busy))

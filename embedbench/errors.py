@@ -1,5 +1,20 @@
 """Error types the front ends turn into a one-line message and exit code 2."""
 
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "ContentionError",
+    "EmbedbenchError",
+    "GitSourceError",
+    "HostLockError",
+    "HostNoisyError",
+    "IoBusyError",
+    "MissingDependencyError",
+    "OutputDirError",
+    "StaleCodeError",
+    "one_line",
+]
+
 
 def one_line(value: object) -> str:
     """``value`` as one line (whitespace collapsed); an exception without a message

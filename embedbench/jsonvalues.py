@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["plain"]
+
 
 def plain(value: Any) -> Any:
     """``value`` with every nested number, sequence and mapping made plain JSON."""

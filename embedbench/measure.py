@@ -76,6 +76,36 @@ from embedbench.omni.targets import VARIANTS, Target, lookup_chain
 from embedbench.omni.targets.reference import build_reference_target
 from embedbench.omni.validation import validate_scenario
 
+__all__ = [
+    "ACK",
+    "CANARY_ENV",
+    "FACTORY_CASE",
+    "FACTORY_FORM",
+    "FACTORY_TOKENS",
+    "HANDSHAKE_EVENTS",
+    "HARNESS_MODULES",
+    "HOST_WAIT_ENV",
+    "Emit",
+    "Event",
+    "HostWatch",
+    "LoadedFactory",
+    "Share",
+    "build_target",
+    "calls_per_share",
+    "canary_enabled",
+    "case_order",
+    "check_fresh",
+    "code_fingerprint",
+    "host_wait_s",
+    "load_factory",
+    "measure_share",
+    "parse_factory",
+    "probe_row",
+    "schedule_seed",
+    "target_modules",
+    "worker_paths",
+]
+
 Event = dict[str, Any]
 Emit = Callable[[Event], None]
 

@@ -25,6 +25,8 @@ from embedbench.omni.scenarios import build_scenario, call_variant
 from embedbench.omni.targets.reference import build_reference_target
 from embedbench.report.markdown import markdown_table
 
+__all__ = ["ProbeReport", "run_probe"]
+
 
 @dataclass(kw_only=True)
 class ProbeReport:

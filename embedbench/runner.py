@@ -38,7 +38,6 @@ import torch
 from tqdm import tqdm
 
 import embedbench
-from embedbench.cases import AUTO_FAMILY, DEFAULT_FAMILY
 from embedbench.config import (
     DEFAULT_BLOCKS,
     DEFAULT_PROCESSES,
@@ -92,6 +91,22 @@ from embedbench.omni.targets import VARIANTS
 from embedbench.report import summary
 from embedbench.report.results import ResultsWriter, RunResult, check_output_dir
 from embedbench.report.schema import OWN_REFS, PR_VERSION_KEYS
+
+__all__ = [
+    "HOISTED_TARGET_FIELDS",
+    "PIPELINE_MODULES",
+    "RECHECK_WINDOW_S",
+    "HostFacts",
+    "Log",
+    "PairedResult",
+    "PreparedRun",
+    "WorkerError",
+    "check_loaded_code",
+    "paired_benchmark",
+    "prepare",
+    "run",
+    "total_calls",
+]
 
 Log = Callable[[str], None]
 # The guards' sampling window between workers or cases: 2 × 0.1 s of /proc/stat still
@@ -233,12 +248,12 @@ def _source_family(config: RunConfig) -> str:
     checkpoint is checked: the named one, the embedded default's, or the one --model's
     config.json says (a bad checkpoint is reported later, in its turn)."""
     family = families.requested_family(config.family, has_model=config.model is not None)
-    if family != AUTO_FAMILY:
+    if family != families.AUTO_FAMILY:
         return family
     try:
         return checkpoint.read_thinker_facts(Path(config.model).expanduser()).family
     except EmbedbenchError:
-        return DEFAULT_FAMILY
+        return families.default().name
 
 
 def check_loaded_code(
@@ -254,10 +269,10 @@ def check_loaded_code(
     names = freshness.imported_modules(PIPELINE_MODULES, package="embedbench")
     measured: tuple[str, ...] = ()
     if config.target == "vllm-omni":
-        from embedbench.omni.targets.vllm_omni import MEASURED_BY_FAMILY, loaded_modules
+        from embedbench.omni.targets.vllm_omni import loaded_modules, measured_methods
 
         names += loaded_modules()
-        measured = tuple(MEASURED_BY_FAMILY.values())
+        measured = tuple(measured_methods().values())
     return freshness.check_modules(names, checkout=checkout, named_first=measured)
 
 

@@ -41,6 +41,18 @@ from embedbench.harness import carriers, stability, stats
 from embedbench.harness.carriers import spin_us  # noqa: F401  (public: benchmarks time with it)
 from embedbench.jsonvalues import plain
 
+__all__ = [
+    "INTERVAL_AGREEMENT",
+    "SLEEP_TOLERANCE",
+    "SLEEP_US",
+    "TOLERANCE",
+    "Check",
+    "SelfTestResult",
+    "evaluate",
+    "inverted_signed_rank_interval",
+    "run_selftest",
+]
+
 TOLERANCE = 0.15
 SLEEP_TOLERANCE = 0.30
 SLEEP_US = 200.0

@@ -24,6 +24,8 @@ from embedbench.errors import EmbedbenchError, one_line
 from embedbench.harness.interrupts import RunInterrupted, stop_requests
 from embedbench.measure import ACK, HANDSHAKE_EVENTS, Share, measure_share
 
+__all__ = ["EXIT_CRASH", "EXIT_OK", "EXIT_STOPPED", "EXIT_USAGE", "main", "wait_for_ack"]
+
 EXIT_OK = 0
 EXIT_CRASH = 1
 EXIT_USAGE = 2

@@ -60,6 +60,7 @@ TIERS = {
         "test_torch_free.py",  # CLI subprocesses with torch blocked; its notebook test: notebook
         "test_paired_factory.py",  # a factory's callables in worker processes; refusals: unit
         "test_optional_deps.py",  # runs without platformdirs and jsonschema; the writer: unit
+        "test_third_family.py",  # a test-only family: synthesized, run, reported, compared
     ],
     "notebook": ["test_notebooks.py"],
     "integration": ["test_vllm_omni_integration.py"],

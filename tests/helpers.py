@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import torch
 
-from embedbench.omni.checkpoint import QWEN25_OMNI_7B_TOKEN_IDS, QWEN25_OMNI_7B_VOCAB
+from embedbench.omni.families import qwen25_omni
 
 # A short design for runs whose structure, not numbers, is under test (three worker
 # processes of two blocks each, as the default design spreads its blocks). --allow-busy:
@@ -21,10 +21,10 @@ QUICK_DESIGN = [
 ]
 QUICK = [*QUICK_DESIGN, "--allow-busy"]
 
-AUDIO = QWEN25_OMNI_7B_TOKEN_IDS["audio_token_index"]
-IMAGE = QWEN25_OMNI_7B_TOKEN_IDS["image_token_index"]
-VIDEO = QWEN25_OMNI_7B_TOKEN_IDS["video_token_index"]
-VOCAB = QWEN25_OMNI_7B_VOCAB
+AUDIO = qwen25_omni.FAMILY.token_ids["audio_token_index"]
+IMAGE = qwen25_omni.FAMILY.token_ids["image_token_index"]
+VIDEO = qwen25_omni.FAMILY.token_ids["video_token_index"]
+VOCAB = qwen25_omni.FAMILY.vocab_size
 TOKEN_IDS = SimpleNamespace(audio_token_id=AUDIO, image_token_id=IMAGE, video_token_id=VIDEO)
 
 

@@ -699,12 +699,15 @@ def test_interference_quick_counts_labels_and_reanalyses_kept_runs(
 ) -> None:
     """The live path with a real neighbour (quiet, then the toggled hog), then --from."""
     kept = tmp_path / "kept"
-    flags = ["--quick", "--pairs", "1", "--keep", str(kept)]
+    flags = ["--quick", "--pairs", "1", "--keep", str(kept), "--side-by-side", "1"]
     extra = ["--", "--model", str(small_checkpoint), "--cases", "text", "--allow-busy"]
-    res = _run([str(BENCH / "interference.py"), *flags, *extra], tmp_path, timeout=300)
+    res = _run([str(BENCH / "interference.py"), *flags, *extra], tmp_path, timeout=400)
     assert res.returncode == 0, res.stderr[-2000:]
     for heading in ("#### Detection", "#### Unlabelled runs", "#### Every run"):
         assert heading in res.stdout
+    assert "#### embedbench and pyperf on known pairs" in res.stdout
+    assert re.search(r"\| same \| [^|]+ \| embedbench \| [01] / 1 \|", res.stdout)
+    assert (kept / "side_by_side.json").is_file()
     assert "| quiet | 1 |" in res.stdout and "| hog on/off 3 s | 1 |" in res.stdout
     assert "Canary cost: at most" in res.stdout
     assert sorted(p.read_text() for p in kept.glob("run*.condition")) == [
@@ -714,3 +717,120 @@ def test_interference_quick_counts_labels_and_reanalyses_kept_runs(
     again = _run([str(BENCH / "interference.py"), "--from", str(kept)], tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "| quiet | 1 |" in again.stdout
+    assert "#### embedbench and pyperf on known pairs" in again.stdout
+
+
+def _side_by_side():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import side_by_side
+    finally:
+        sys.path.remove(str(BENCH))
+    return side_by_side
+
+
+@pytest.mark.parametrize(
+    ("printed", "verdict", "reduction"),
+    [
+        (
+            "Mean +- std dev: [a] 2.41 ms +- 0.71 ms -> [b] 1.83 ms +- 0.12 ms: 1.32x faster\n"
+            "Not significant!",
+            "no detectable difference",
+            24.07,
+        ),
+        (
+            "Mean +- std dev: [a] 950 us +- 10 us -> [b] 1.00 ms +- 0.01 ms: 1.05x slower",
+            "slower",
+            -5.26,
+        ),
+        (
+            "Mean +- std dev: [a] 1.00 ms +- 0.01 ms -> [b] 900 us +- 9 us: 1.11x faster",
+            "faster",
+            10.0,
+        ),
+    ],
+)
+def test_pyperf_compare_to_output_gives_its_verdict_and_reduction(printed, verdict, reduction):
+    got_verdict, got_reduction = _side_by_side().compare_to_verdict(printed)
+    assert got_verdict == verdict
+    assert got_reduction == pytest.approx(reduction, abs=0.01)
+
+
+def test_pyperf_compare_to_output_without_a_verdict_is_an_error():
+    with pytest.raises(ValueError, match="no verdict"):
+        _side_by_side().compare_to_verdict("Benchmark hidden because not significant (1): x")
+
+
+def test_side_by_side_scores_right_verdicts_per_pair_and_tool():
+    sbs = _side_by_side()
+    tries = [
+        {
+            "tool": "embedbench",
+            "pair": "blake2b",
+            "verdict": "faster",
+            "reduction_pct": 4.9,
+            "ci95_pct": [2.0, 7.0],
+            "wall_s": 10.0,
+        },
+        {
+            "tool": "embedbench",
+            "pair": "blake2b",
+            "verdict": "no detectable difference",
+            "reduction_pct": 1.0,
+            "ci95_pct": [-1.0, 3.0],
+            "wall_s": 12.0,
+        },
+        {
+            "tool": "pyperf",
+            "pair": "same",
+            "verdict": "slower",
+            "reduction_pct": -3.0,
+            "ci95_pct": None,
+            "wall_s": 30.0,
+        },
+    ]
+    scored = sbs.score(tries)
+    assert scored[("blake2b", "embedbench")]["right"] == 1
+    assert scored[("blake2b", "embedbench")]["tries"] == 2
+    assert scored[("same", "pyperf")]["right"] == 0
+    text = sbs.table(tries)
+    assert "| blake2b |" in text and "| 1 / 2 |" in text and "| 0 / 1 |" in text
+    assert "4.9 % [2.0, 7.0] faster" in text and "11.0" in text
+
+
+def _bench_module(name: str):
+    sys.path.insert(0, str(BENCH))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_canary_ab_alternates_which_arm_goes_first():
+    order = _bench_module("canary_ab").arm_order(3)
+    assert order == ["on", "off", "off", "on", "on", "off"]
+
+
+def test_canary_ab_sd_test_tells_equal_from_different_spreads():
+    ab = _bench_module("canary_ab")
+    wide, narrow = [0.0, 4.0, -4.0, 8.0, -8.0, 2.0], [0.0, 0.1, -0.1, 0.2, -0.2, 0.05]
+    assert ab.sd_ratio_p(wide, narrow) < 0.01
+    assert ab.sd_ratio_p(narrow, wide) < 0.01
+    assert ab.sd_ratio_p(wide, [2 * x for x in wide[::-1]]) > 0.05
+
+
+@pytest.mark.slow
+def test_canary_ab_quick_runs_both_arms_and_reanalyses(small_checkpoint: Path, tmp_path: Path):
+    kept = tmp_path / "kept"
+    flags = ["--quick", "--keep", str(kept)]
+    extra = ["--", "--model", str(small_checkpoint), "--cases", "text", "--allow-busy"]
+    res = _run([str(BENCH / "canary_ab.py"), *flags, *extra], tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "#### Canary on against off, per case" in res.stdout and "| Text |" in res.stdout
+    assert re.search(r"\| on \| 1 \|", res.stdout) and re.search(r"\| off \| 1 \|", res.stdout)
+    assert sorted(p.read_text() for p in kept.glob("run*.arm")) == ["off", "on"]
+    off_dir = next(p.with_suffix("") for p in kept.glob("run*.arm") if p.read_text() == "off")
+    assert json.loads((off_dir / "metadata.json").read_text()).get("host_probes") in (None, [])
+    again = _run([str(BENCH / "canary_ab.py"), "--from", str(kept)], tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "#### Wall time" in again.stdout

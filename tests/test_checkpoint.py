@@ -16,9 +16,10 @@ from safetensors.torch import save_file
 
 from embedbench.errors import CheckpointError, ConfigError
 from embedbench.omni import checkpoint as ck
+from embedbench.omni.families import qwen25_omni
 
 HIDDEN = 16
-VOCAB = ck.QWEN25_OMNI_7B_VOCAB
+VOCAB = qwen25_omni.FAMILY.vocab_size
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Docs that can't rot: README.md and docs/*.md link only to what exists, their fenced
 ``make`` and ``papermill`` commands name real targets and notebook parameters (a dry
-parse, nothing executed), and no heading cites the project's issue numbers.
+parse, nothing executed), no heading cites the project's issue numbers, and
+docs/format.md's field tables match the output schemas and what a run writes.
 
 The fenced ``embedbench`` commands are parsed by the real parser in
 tests/test_readme_parameters.py."""
@@ -17,9 +18,8 @@ import pytest
 from embedbench.config import CompareConfig, ReportConfig, RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# Pages another engineer keeps as they are (the evidence log): links still checked.
-LOGS = {"PERFORMANCE.md"}
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *DOCS, ROOT / "CHANGELOG.md"]
 
 FENCE = re.compile(r"^ *```[^\n]*\n(.*?)^ *```", re.M | re.S)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -81,7 +81,7 @@ def test_the_front_page_is_short_and_links_every_docs_page():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 150
     linked = {target.partition("#")[0] for target in LINK.findall(_prose(readme))}
-    pages = {f"docs/{p.name}" for p in PAGES[1:]}
+    pages = {f"docs/{p.name}" for p in DOCS}
     assert pages <= linked, sorted(pages - linked)
 
 
@@ -90,10 +90,8 @@ def test_no_heading_or_sentence_cites_an_issue_number_or_spec_section():
     found = []
     for page in PAGES:
         for number, line in enumerate(page.read_text().splitlines(), 1):
-            is_heading = line.startswith("#") and not line.startswith("#!")
-            if uncitable.search(line) and (is_heading or page.name not in LOGS):
+            if uncitable.search(line):
                 found.append(f"{page.name}:{number}: {line}")
-    found = [f for f in found if not f.startswith(tuple(f"{n}:" for n in LOGS))]
     assert found == []
 
 
@@ -152,3 +150,162 @@ def test_every_fenced_papermill_command_parses_and_names_real_parameters():
         assert set(given) <= fields, (page, argv, set(given) - fields)
         if notebook == "notebooks/run.ipynb":
             RunConfig(**given)  # the notebook's own coercion and checks: a ConfigError fails
+
+
+# -- docs/format.md against the schemas (embedbench/report/schema.py) -------------------
+
+FORMAT = ROOT / "docs" / "format.md"
+ROW = re.compile(
+    r"^\| `([a-z0-9_.]+)` \| ([a-z ]+) \| (required|checked|–) \| *(✓?) *\| (\d+) \|", re.M
+)
+# A file's table sits under the heading that names it (two files share the records' table).
+TABLE_FILES = {
+    "metadata.json": ("metadata.json",),
+    "micro-raw.json and aa-raw.json": ("micro-raw.json", "aa-raw.json"),
+    "validation.json": ("validation.json",),
+    "summary.json": ("summary.json",),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DocField:
+    types: frozenset[str]
+    schema: str  # required, checked or – (not in the schema)
+    original: bool
+
+
+def documented_fields(text: str) -> dict[str, dict[str, DocField]]:
+    """Each output file's table in ``text``: field name → what its row says."""
+    tables: dict[str, dict[str, DocField]] = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        heading, _, body = section.partition("\n")
+        rows = {
+            name: DocField(frozenset(types.split(" or ")), schema, bool(original))
+            for name, types, schema, original, _ in ROW.findall(body)
+        }
+        for file in TABLE_FILES.get(heading.strip(), ()):
+            tables[file] = rows
+    return tables
+
+
+def schema_fields(schema: dict) -> dict[str, tuple[str, frozenset[str] | None]]:
+    """Field name → (required or checked, its JSON types where the schema names them) of a
+    file's schema (an array's items for the row files), nested objects' fields dotted."""
+    if schema.get("type") == "array":
+        schema = schema["items"]
+    found: dict[str, tuple[str, frozenset[str] | None]] = {}
+    properties = schema.get("properties", {})
+    for name in {*properties, *schema.get("required", ())}:
+        spec = properties.get(name, {})
+        kind = spec.get("type")
+        types = None if kind is None else frozenset([kind] if isinstance(kind, str) else kind)
+        found[name] = ("required" if name in schema.get("required", ()) else "checked", types)
+        if "properties" in spec:
+            found.update({f"{name}.{k}": v for k, v in schema_fields(spec).items()})
+    return found
+
+
+def format_problems(tables: dict[str, dict[str, DocField]], schemas: dict) -> list[str]:
+    """Where the tables and the schemas disagree, in both directions, one line each."""
+    problems = []
+    for file, schema in schemas.items():
+        rows = tables.get(file)
+        if rows is None:
+            problems.append(f"{file}: no table")
+            continue
+        fields = schema_fields(schema)
+        for name, (role, types) in sorted(fields.items()):
+            row = rows.get(name)
+            if row is None:
+                problems.append(f"{file}: {name} is in the schema, not in the table")
+            elif row.schema != role:
+                problems.append(f"{file}: {name} is {role} in the schema, {row.schema} here")
+            elif types is not None and row.types != types:
+                problems.append(f"{file}: {name} is {sorted(types)} in the schema")
+        for name, row in sorted(rows.items()):
+            if row.schema != "–" and name not in fields:
+                problems.append(f"{file}: {name} is marked {row.schema}, not in the schema")
+    return problems
+
+
+def test_format_tables_match_the_schemas_in_both_directions():
+    from embedbench.report.schema import SCHEMAS
+
+    tables = documented_fields(FORMAT.read_text())
+    assert set(tables) == set(SCHEMAS["embedbench"])
+    assert format_problems(tables, SCHEMAS["embedbench"]) == []
+
+
+def test_the_format_check_sees_a_missing_an_extra_and_a_wrong_field():
+    schema = {
+        "metadata.json": {
+            "type": "object",
+            "required": ["status"],
+            "properties": {"status": {"type": "string"}, "io_guard": {"type": ["object", "null"]}},
+        }
+    }
+    text = (
+        "## metadata.json\n\n| Field | Type | Schema | Orig. | Since | Meaning |\n"
+        "| `status` | integer | required | | 1 | x |\n| `gone` | string | checked | | 1 | x |\n"
+        "| `free` | string | – | | 1 | written, not checked |\n"
+    )
+    assert format_problems(documented_fields(text), schema) == [
+        "metadata.json: io_guard is in the schema, not in the table",
+        "metadata.json: status is ['string'] in the schema",
+        "metadata.json: gone is marked checked, not in the schema",
+    ]
+    assert schema_fields({"properties": {"a": {"properties": {"b": {}}, "required": ["b"]}}}) == {
+        "a": ("checked", None),
+        "a.b": ("required", None),
+    }
+
+
+def test_the_orig_column_names_the_original_scripts_fields_and_its_schema_agrees():
+    from helpers import (
+        ORIGINAL_METADATA_KEYS,
+        ORIGINAL_RECORD_KEYS,
+        ORIGINAL_SUMMARY_KEYS,
+        ORIGINAL_VALIDATION_KEYS,
+    )
+
+    from embedbench.report.schema import ORIGINAL_FORMAT, SCHEMAS
+
+    tables = documented_fields(FORMAT.read_text())
+    original = {
+        "metadata.json": ORIGINAL_METADATA_KEYS,
+        "micro-raw.json": ORIGINAL_RECORD_KEYS,
+        "validation.json": ORIGINAL_VALIDATION_KEYS,
+        "summary.json": ORIGINAL_SUMMARY_KEYS,
+    }
+    for file, keys in original.items():
+        marked = {name for name, row in tables[file].items() if row.original}
+        assert marked == set(keys), file
+        # What the schema of the original's format requires, the original writes.
+        assert set(_required(SCHEMAS[ORIGINAL_FORMAT][file])) <= marked, file
+
+
+def _required(schema: dict) -> list[str]:
+    return (schema["items"] if schema.get("type") == "array" else schema).get("required", [])
+
+
+def test_every_field_a_run_writes_is_in_a_table(small_run_dir):
+    import json
+
+    tables = documented_fields(FORMAT.read_text())
+    missing = []
+    for file in ("metadata.json", "micro-raw.json", "validation.json", "summary.json"):
+        data = json.loads((small_run_dir / file).read_text())
+        written = set(data) if isinstance(data, dict) else {k for row in data for k in row}
+        missing += [f"{file}: {name}" for name in sorted(written - set(tables[file]))]
+    assert missing == []
+
+
+def test_the_documented_schema_version_is_the_codes_and_each_has_a_row():
+    from embedbench.report.schema import READABLE_VERSIONS, SCHEMA_VERSION
+
+    text = FORMAT.read_text()
+    current = re.search(r"The current schema version is \*\*(\d+)\*\*", text)
+    assert current and int(current.group(1)) == SCHEMA_VERSION
+    section = text.split("## Schema versions and the upgrade path", 1)[1]
+    rows = [int(n) for n in re.findall(r"^\| (\d+) \|", section, re.M)]
+    assert rows == list(READABLE_VERSIONS) == list(range(1, SCHEMA_VERSION + 1))

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from embedbench.cases import (
-    CASES,
-    DEFAULT_FAMILY,
-    EXPECTED_LOOKUPS,
-    FAMILIES,
-    QWEN3_OMNI,
-    QWEN25_OMNI,
-    expected_lookups,
-)
+from embedbench.cases import CASES, expected_lookups
 from embedbench.cli import main
 from embedbench.config import RunConfig
 from embedbench.errors import CheckpointError, ConfigError
 from embedbench.omni import checkpoint as ck
 from embedbench.omni import families
+from embedbench.omni.families import qwen3_omni, qwen25_omni
+from embedbench.omni.validation import EXPECTED_LOOKUPS
+
+QWEN3_OMNI, QWEN25_OMNI = qwen3_omni.NAME, qwen25_omni.NAME
+DEFAULT_FAMILY = families.default().name
 
 HIDDEN = 16
 
@@ -41,7 +40,7 @@ def qwen25_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_published_qwen3_omni_values_are_the_synthetic_ones():
     """Geometry and token ids of Qwen/Qwen3-Omni-30B-A3B-Instruct's config.json, not
     transformers' class defaults (whose audio_token_id is Qwen2.5's 151646)."""
-    q3 = families.QWEN3
+    q3 = qwen3_omni.FAMILY
     assert (q3.vocab_size, q3.hidden_size) == (152064, 2048)
     assert q3.token_ids == {
         "audio_token_id": 151675,
@@ -52,12 +51,13 @@ def test_the_published_qwen3_omni_values_are_the_synthetic_ones():
     }
     assert q3.deepstack_visual_indexes == (8, 16, 24)
     assert "Qwen3-Omni-30B-A3B-Instruct" in q3.published_config_url
-    assert tuple(families.FAMILY) == FAMILIES
+    assert families.names() == (QWEN25_OMNI, QWEN3_OMNI)
+    assert families.get(QWEN3_OMNI) is q3 and DEFAULT_FAMILY == QWEN25_OMNI
 
 
 def test_expected_lookups_per_family():
     assert {c: expected_lookups(QWEN25_OMNI, c) for c in CASES} == EXPECTED_LOOKUPS
-    q3 = {c: (e["baseline"], e["fixed"]) for c, e in families.QWEN3.expected_lookups.items()}
+    q3 = {c: (e["baseline"], e["fixed"]) for c, e in qwen3_omni.FAMILY.expected_lookups.items()}
     assert q3 == {
         "text": (1, 1),
         "audio": (2, 1),
@@ -195,3 +195,41 @@ def test_prepare_without_model_uses_the_family_synthetic_checkpoint(tmp_path, mo
         RunConfig(output_dir=str(tmp_path / "out2"), allow_busy=True), log=lambda _m: None
     )
     assert auto.facts.family == QWEN25_OMNI  # the embedded default stays Qwen2.5-Omni
+
+
+@pytest.mark.parametrize("name", families.names())
+def test_every_family_reads_its_own_synthetic_checkpoint_back(name):
+    """A family's hooks agree with its facts: its synthetic config.json is detected as it,
+    transformers-style attribute reads of its thinker_config read back the checkpoint's
+    values, and its replica module builds the forms."""
+    family = families.get(name)
+    config = family.synthetic_config(HIDDEN, family.vocab_size)
+    assert families.family_of_config(config) == (name, "model_type")
+    facts = ck.facts_from_config(config)
+    thinker = dict(facts.thinker_config)
+    text = SimpleNamespace(**thinker.pop("text_config"))
+    read = SimpleNamespace(**thinker, text_config=text)
+    seen, expected = family.read_back(read, facts)
+    assert seen == expected and len(expected) >= 3
+    assert callable(family.hooks().build_target)
+    assert family.compared == (("output", "deepstack_buffer") if family.deepstack else ("output",))
+    assert set(family.expected_lookups) == set(CASES)
+
+
+def test_the_registry_refuses_a_family_that_claims_anothers_config():
+    twin = dataclasses.replace(qwen3_omni.FAMILY, name="twin", default=False)
+    with pytest.raises(ValueError, match="belong to 'qwen3-omni'"):
+        families.register(twin)
+    second_default = dataclasses.replace(
+        twin,
+        model_type="x",
+        architecture="X",
+        thinker_model_type="x_thinker",
+        other_architectures=(),
+        default=True,
+    )
+    with pytest.raises(ValueError, match="already the default"):
+        families.register(second_default)
+    assert "twin" not in families.names()
+    with pytest.raises(ConfigError, match=r"choose from auto, qwen2\.5-omni, qwen3-omni"):
+        families.get("twin")

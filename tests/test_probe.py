@@ -16,6 +16,7 @@ from embedbench.cli import main
 from embedbench.harness import devices
 from embedbench.measure import probe_row
 from embedbench.omni import checkpoint, families
+from embedbench.omni.families import qwen3_omni, qwen25_omni
 from embedbench.omni.scenarios import build_scenario, call_variant, placement_problems
 from embedbench.omni.targets.reference import build_reference_target
 from embedbench.probe import run_probe
@@ -61,7 +62,7 @@ def test_sync_count_counts_only_sync_warnings_and_restores_the_mode(monkeypatch)
 
 def test_the_sync_count_is_labelled_a_lower_bound_wherever_it_is_shown():
     assert SYNC_LABEL == "syncs torch reports (a lower bound)"
-    report = run_probe(family=families.QWEN25_OMNI, device="cpu", tokens=300, hidden=16)
+    report = run_probe(family=qwen25_omni.NAME, device="cpu", tokens=300, hidden=16)
     header = report.table().splitlines()[0]
     assert "| syncs torch reports (a lower bound) in one call (baseline / fixed) |" in header
     assert "device syncs" not in header  # the unqualified name is gone
@@ -75,7 +76,7 @@ def test_sync_count_restores_the_mode_when_the_call_raises(monkeypatch):
     assert debug.mode == 0
 
 
-def _audio(family: str = families.QWEN25_OMNI, hidden: int = 16):
+def _audio(family: str = qwen25_omni.NAME, hidden: int = 16):
     published = families.get(family)
     facts = checkpoint.facts_from_config(published.synthetic_config(hidden, published.vocab_size))
     table = checkpoint.seeded_table(published.vocab_size, hidden, 1)
@@ -121,7 +122,7 @@ def test_a_probe_row_with_a_wrong_placement_is_not_ok():
     assert row["device_syncs"] == {"baseline": None, "fixed": None}
 
 
-@pytest.mark.parametrize("family", [families.QWEN25_OMNI, families.QWEN3_OMNI])
+@pytest.mark.parametrize("family", [qwen25_omni.NAME, qwen3_omni.NAME])
 def test_the_probe_checks_every_case_of_each_family(family):
     report = run_probe(family=family, device="cpu", tokens=300, hidden=16)
     assert report.ok and [row["case"] for row in report.rows] == list(CASES)

@@ -9,15 +9,16 @@ from types import MethodType
 import pytest
 import torch
 
-from embedbench.cases import CASES, QWEN3_OMNI, expected_lookups
+from embedbench.cases import CASES, expected_lookups
 from embedbench.config import LM_SHIMS
 from embedbench.omni import checkpoint as ck
-from embedbench.omni.scenarios import build_scenario, call_variant, deepstack_fill_value, fill_value
-from embedbench.omni.targets.reference import (
+from embedbench.omni.families.qwen3_omni import NAME as QWEN3_OMNI
+from embedbench.omni.families.replicas.qwen3_omni import (
     DEEPSTACK_BUFFER_ROWS,
     ReferenceQwen3Thinker,
-    build_reference_target,
 )
+from embedbench.omni.scenarios import build_scenario, call_variant, deepstack_fill_value, fill_value
+from embedbench.omni.targets.reference import build_reference_target
 from embedbench.omni.validation import count_lookups, take_deepstack_buffer, validate_scenario
 
 HIDDEN = 16

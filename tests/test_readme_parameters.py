@@ -23,7 +23,7 @@ def _options(command: str) -> set[str]:
 
 
 def test_the_commands_synopsis_lists_every_run_flag_and_no_other():
-    synopsis = _between("embedbench run [", "embedbench report DIR")
+    synopsis = _between("embedbench run [", "embedbench report RESULTS_DIR")
     listed = set(re.findall(r"\[(--[a-z-]+)", synopsis))
     flags = {cli_flag(f) for f in dataclasses.fields(RunConfig)} | {"--no-progress"}
     assert listed == flags

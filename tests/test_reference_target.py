@@ -11,14 +11,13 @@ from helpers import AUDIO, IMAGE, TOKEN_IDS, VIDEO, VOCAB, seeded_table
 from support.calltrace import python_calls
 
 from embedbench.config import LM_SHIMS
+from embedbench.omni.families.replicas.qwen25_omni import ReferenceThinker, ReferenceThinkerConfig
 from embedbench.omni.scenarios import CASES, Scenario, build_scenario, call_variant
 from embedbench.omni.targets import VARIANTS, Target, lookup_chain
 from embedbench.omni.targets.reference import (
     FlatLanguageModel,
     ReferenceLanguageModel,
     ReferenceTextModel,
-    ReferenceThinker,
-    ReferenceThinkerConfig,
     ReferenceVocabEmbedding,
     SupportsMultiModalReplica,
     _get_mm_embedding_modalities,

@@ -13,6 +13,7 @@ from embedbench.report.results import (
     load_results,
     write_json_atomic,
 )
+from embedbench.report.schema import SCHEMA_VERSION
 
 
 def test_writer_creates_all_four_files_and_updates_them(tmp_path):
@@ -24,7 +25,7 @@ def test_writer_creates_all_four_files_and_updates_them(tmp_path):
     writer.add_summary({"case": "audio", "tokens": 300, "valid": True})
     writer.update_metadata(status="complete")
     saved = {p.name: json.loads(p.read_text()) for p in out.iterdir()}
-    assert saved["metadata.json"] == {"schema_version": 4, "status": "complete"}
+    assert saved["metadata.json"] == {"schema_version": SCHEMA_VERSION, "status": "complete"}
     assert saved["micro-raw.json"] == [{"case": "timer"}]
     assert saved["validation.json"] == [{"case": "audio", "tokens": 300, "ok": True}]
     assert saved["summary.json"] == [{"case": "audio", "tokens": 300, "valid": True}]

@@ -19,8 +19,9 @@ from helpers import (
 from embedbench import load_results
 from embedbench.errors import OutputDirError
 from embedbench.omni.scenarios import CASES
-from embedbench.report import tables
+from embedbench.report import schema, tables, upgrades
 from embedbench.report.results import RESULT_FILES, inspect_results_dir
+from embedbench.report.schema import SCHEMA_VERSION
 
 
 def _copy(src, dst):
@@ -324,7 +325,7 @@ def test_results_of_schema_version_1_still_read_and_render(small_run_dir, tmp_pa
     assert set(table["Method"]) == {"block bootstrap (older results)"}
     assert set(table["Level"]) == {"95%"}
 
-    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=5))
+    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=SCHEMA_VERSION + 1))
     with pytest.raises(OutputDirError, match="schema_version"):
         load_results(old)
 
@@ -340,7 +341,7 @@ DROPPED_NESTED = {
 
 def test_a_new_run_writes_each_metadata_fact_once(small_run_dir):
     meta = json.loads((small_run_dir / "metadata.json").read_text())
-    assert meta["schema_version"] == 4
+    assert meta["schema_version"] == SCHEMA_VERSION
     assert set(ORIGINAL_METADATA_KEYS) <= set(meta)
     assert not set(DROPPED_TOP_LEVEL) & set(meta)
     for group, keys in DROPPED_NESTED.items():
@@ -390,3 +391,67 @@ def test_old_metadata_with_duplicated_facts_renders_the_same(small_run_dir, tmp_
     assert expected.loc["candidate ref", "value"] == "HEAD (def)"
     started = json.loads((old / "metadata.json").read_text())["started_at"]
     assert expected.loc["started", "value"] == started
+
+
+def test_every_version_after_the_first_has_its_upgrade_step():
+    assert sorted(upgrades.STEPS) == list(range(2, SCHEMA_VERSION + 1))
+    assert list(schema.READABLE_VERSIONS) == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_a_version_4_dir_reads_as_version_5_has_it(small_run_dir, tmp_path):
+    """Before 5: no recorded timing window, and A/A records inside micro-raw.json."""
+    new = load_results(small_run_dir)
+    old = _copy(small_run_dir, tmp_path / "v4")
+    aa_record = {**new.records[0], "scope": "aa_check", "variant": "baseline"}
+
+    def downgrade(meta):
+        meta["schema_version"] = 4
+        meta.pop("timing_window", None)
+
+    _edit(old / "metadata.json", downgrade)
+    _edit(old / "micro-raw.json", lambda records: records.append(aa_record))
+    read = load_results(old)
+    assert read.metadata["timing_window"] == "legacy"
+    assert read.records == new.records
+    assert read.aa_records[-1] == aa_record and aa_record not in read.records
+    # A current directory is read as written: its window and records stay as they are.
+    assert (
+        new.metadata["timing_window"]
+        == json.loads((small_run_dir / "metadata.json").read_text())["timing_window"]
+    )
+
+
+@pytest.mark.parametrize("jsonschema_present", [True, False], ids=["checked", "unchecked"])
+def test_a_dir_newer_than_the_code_is_refused_in_one_line(
+    small_run_dir, tmp_path, monkeypatch, jsonschema_present
+):
+    newer = _copy(small_run_dir, tmp_path / "newer")
+    _edit(newer / "metadata.json", lambda m: m.update(schema_version=SCHEMA_VERSION + 1))
+    if not jsonschema_present:
+        monkeypatch.setattr(schema, "available", lambda: False)
+    for read in (load_results, inspect_results_dir):
+        with pytest.raises(OutputDirError, match="newer embedbench") as refused:
+            read(newer)
+        assert "\n" not in str(refused.value)
+        assert f"reads up to {SCHEMA_VERSION}" in str(refused.value)
+
+
+@pytest.mark.parametrize("version", ["5", 0, 2.5, True])
+def test_a_schema_version_that_is_not_a_version_is_refused(small_run_dir, tmp_path, version):
+    odd = _copy(small_run_dir, tmp_path / "odd")
+    _edit(odd / "metadata.json", lambda m: m.update(schema_version=version))
+    with pytest.raises(OutputDirError, match="schema_version"):
+        load_results(odd)
+
+
+def test_the_cli_refuses_a_newer_dir_with_exit_2(small_run_dir, tmp_path):
+    newer = _copy(small_run_dir, tmp_path / "newer")
+    _edit(newer / "metadata.json", lambda m: m.update(schema_version=SCHEMA_VERSION + 1))
+    res = subprocess.run(
+        [sys.executable, "-m", "embedbench", "validate", str(newer)],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "newer embedbench" in lines[0], res.stderr

@@ -40,11 +40,12 @@ import torch.nn.functional as F
 from helpers import QUICK, commit_all, git
 from torch import nn
 
-from embedbench.cases import QWEN3_OMNI, expected_lookups
+from embedbench.cases import expected_lookups
 from embedbench.cli import main
 from embedbench.config import LM_SHIMS
 from embedbench.errors import EmbedbenchError
-from embedbench.omni import checkpoint, families
+from embedbench.omni import checkpoint
+from embedbench.omni.families import qwen3_omni
 from embedbench.omni.scenarios import CASES
 from embedbench.omni.targets.reference import FlatLanguageModel
 from embedbench.omni.targets.vllm_omni import (
@@ -53,6 +54,8 @@ from embedbench.omni.targets.vllm_omni import (
     VllmOmniImportError,
     vllm_language_model,
 )
+
+QWEN3_OMNI = qwen3_omni.NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_SCRIPT = ROOT / "scripts" / "vllm-omni-cpu-env.sh"
@@ -76,6 +79,36 @@ def _cannot_run(reason: str) -> None:
 # ------------------------------------------------------------------ the real-code venv
 
 
+def relay_lines(stream, lines: list[str], terminal) -> None:
+    """Each line of ``stream`` into ``lines`` and onto the terminal at once: flushed per
+    line, so it shows when pytest's output goes to a file or a pipe (block-buffered)."""
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+        if terminal is not None:
+            terminal.write_line(lines[-1])
+            terminal.flush()
+
+
+@pytest.mark.unit
+def test_the_build_progress_lines_are_flushed_one_by_one():
+    class Terminal:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def write_line(self, line: str) -> None:
+            self.calls.append(f"write {line}")
+
+        def flush(self) -> None:
+            self.calls.append("flush")
+
+    terminal, lines = Terminal(), []
+    relay_lines(iter(["step 1\n", "step 2\n"]), lines, terminal)
+    assert lines == ["step 1", "step 2"]
+    assert terminal.calls == ["write step 1", "flush", "write step 2", "flush"]
+    relay_lines(iter(["quiet\n"]), lines, None)  # no terminal (plugin disabled): kept only
+    assert lines[-1] == "quiet"
+
+
 @pytest.fixture(scope="module")
 def omni_python(pytestconfig: pytest.Config) -> Path:
     """The python of the vLLM-Omni CPU venv (built on first use, then reused).
@@ -90,10 +123,7 @@ def omni_python(pytestconfig: pytest.Config) -> Path:
     lines: list[str] = []
 
     def relay(stream) -> None:
-        for line in stream:
-            lines.append(line.rstrip("\n"))
-            if terminal is not None:
-                terminal.write_line(lines[-1])
+        relay_lines(stream, lines, terminal)
 
     proc = subprocess.Popen(
         ["bash", str(ENV_SCRIPT)],
@@ -183,7 +213,7 @@ def omni_repo(omni_python: Path, tmp_path_factory: pytest.TempPathFactory) -> di
 @pytest.fixture(scope="module")
 def qwen3_repo(omni_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The same for Qwen3-Omni: 0.28.0's Qwen3-Omni thinker, then 0.30.0's."""
-    return _checkout_like(omni_python, tmp_path_factory, families.QWEN3.thinker_path)
+    return _checkout_like(omni_python, tmp_path_factory, qwen3_omni.FAMILY.thinker_path)
 
 
 @pytest.fixture(scope="module")
@@ -374,7 +404,7 @@ def test_replica_matches_the_real_classes_bit_for_bit(
         assert path == {"lookups": lookups, "hooks": dict.fromkeys(REAL_PATH[lm_shim], lookups)}
 
 
-QWEN3_THINKER = f"{families.QWEN3.thinker_module}.{families.QWEN3.thinker_class}"
+QWEN3_THINKER = f"{qwen3_omni.FAMILY.thinker_module}.{qwen3_omni.FAMILY.thinker_class}"
 # Qwen3-Omni's served chain: vLLM's Qwen3MoeForCausalLM -> Qwen3MoeModel.
 QWEN3_REAL_PATH = {
     "flat": ["VocabParallelEmbedding.forward"],
@@ -414,7 +444,7 @@ def test_qwen3_real_thinker_baseline_from_git_candidate_from_checkout(
     assert meta["checkout"] == qwen3_repo["second"] and meta["dirty"] is False
     info = meta["target_info"]
     assert info["thinker_class"] == QWEN3_THINKER
-    assert info["source_path"] == families.QWEN3.thinker_path
+    assert info["source_path"] == qwen3_omni.FAMILY.thinker_path
     assert info["deepstack_visual_indexes"] == [8, 16, 24]
     assert info["code_filenames"]["baseline"].startswith(f"<git {qwen3_repo['first']}:")
     assert all(row["valid"] for row in _load_json(out, "summary.json"))
@@ -613,7 +643,7 @@ def test_a_qwen3_checkpoint_reads_the_qwen3_thinker_from_git(fake_repo, tmp_path
     model = checkpoint.write_synthetic_checkpoint(tmp_path / "q3", hidden_size=8, family=QWEN3_OMNI)
     out = tmp_path / "out"
     err = _refused(capsys, _omni_argv(fake_repo["repo"], fake_repo["good"], model, out), out)
-    assert f"{families.QWEN3.thinker_path} does not exist at" in err, err
+    assert f"{qwen3_omni.FAMILY.thinker_path} does not exist at" in err, err
 
 
 def test_candidate_ref_is_checked_too(fake_repo, small_checkpoint, tmp_path, capsys):

@@ -17,13 +17,14 @@ from embedbench.errors import ConfigError
 from embedbench.harness.interrupts import StopFlag
 from embedbench.measure import Share
 from embedbench.omni.scenarios import CASES
+from embedbench.report.schema import SCHEMA_VERSION
 from embedbench.runner import WorkerError, _Collector, _run_worker, prepare
 
 
 def test_every_record_and_worker_is_described(small_run_dir):
     result = load_results(small_run_dir)
     meta = result.metadata
-    assert meta["processes"] == 3 and meta["schema_version"] == 4
+    assert meta["processes"] == 3 and meta["schema_version"] == SCHEMA_VERSION
     workers = meta["workers"]
     assert [w["worker"] for w in workers] == [0, 1, 2]
     assert [w["blocks"] for w in workers] == [[0, 2], [2, 4], [4, 6]]

@@ -7,3 +7,5 @@ machine facts (``sysinfo``), the check that timed code is the code on disk
 torch-free analysis of raw records (``blocks``, ``stats``, ``diagnostics``). Nothing here
 imports :mod:`embedbench.omni` (``tests/test_layout.py``).
 """
+
+__all__ = []

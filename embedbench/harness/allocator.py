@@ -16,6 +16,8 @@ import ctypes
 import ctypes.util
 from typing import Any
 
+__all__ = ["M_MMAP_MAX", "M_TRIM_THRESHOLD", "NEVER_TRIM", "steady_allocator"]
+
 # mallopt parameters from glibc's <malloc.h>.
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4

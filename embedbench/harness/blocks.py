@@ -17,6 +17,8 @@ from typing import Any
 from embedbench.cases import VARIANTS
 from embedbench.harness.timing import METRIC_ORDER
 
+__all__ = ["HOST", "BlockTable", "block_table"]
+
 HOST = METRIC_ORDER[0]
 
 

@@ -31,6 +31,20 @@ import torch
 
 from embedbench.harness import sysinfo
 
+__all__ = [
+    "ASSUMED_LLC_BYTES",
+    "DEFAULT_ROWS",
+    "DEFAULT_ROW_BYTES",
+    "DEVICE_ROUND_TRIP_BYTES",
+    "MAX_SOURCE_BYTES",
+    "MIN_READ_BYTES",
+    "MIN_SOURCE_BYTES",
+    "PROBE_COPIES",
+    "ROW_SETS",
+    "Canary",
+    "source_bytes",
+]
+
 # One text lookup at the default geometry: 1172 rows of 3584 bfloat16 values.
 DEFAULT_ROWS = 1172
 DEFAULT_ROW_BYTES = 3584 * 2

@@ -22,6 +22,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+__all__ = [
+    "CALIBRATION_PAIRS",
+    "CALIBRATION_ROUNDS",
+    "PROBE_BYTES",
+    "PROBE_REPEATS",
+    "Calibration",
+    "Call",
+    "CallLog",
+    "bytes_for_us",
+    "chain",
+    "difference_us",
+    "hash_work",
+    "sleep_us",
+    "spin_us",
+    "spinner",
+]
+
 Call = Callable[[], None]
 
 _SEED = 7451

@@ -15,6 +15,20 @@ from embedbench.harness import nvml
 from embedbench.harness.sysinfo import cpu_model
 from embedbench.harness.timing import Sync, no_sync
 
+__all__ = [
+    "HUGE_PAGE_BYTES",
+    "SYNC_WARNING",
+    "count_device_syncs",
+    "describe",
+    "device_name",
+    "gpu_clock_reader",
+    "gpu_facts",
+    "memory_placement",
+    "resolve_device",
+    "start_cuda",
+    "sync_for",
+]
+
 
 def resolve_device(requested: str) -> torch.device:
     """``auto`` picks CUDA when available, else the CPU; ``cuda`` without CUDA is refused."""

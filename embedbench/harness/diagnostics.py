@@ -34,6 +34,38 @@ from embedbench.harness import stats
 from embedbench.harness.blocks import HOST, BlockTable
 from embedbench.jsonvalues import plain
 
+__all__ = [
+    "ALPHA",
+    "BASELINE",
+    "FIXED",
+    "MAD_K",
+    "MAD_SCALE",
+    "MHZ_TOLERANCE_PCT",
+    "MIN_WORKERS_FOR_OUTLIERS",
+    "REASON_CANARY",
+    "REASON_FAULTS",
+    "REASON_FAULTS_FLOOR",
+    "TUKEY_K",
+    "WORKER_PREDICTION_LEVEL",
+    "Drift",
+    "FrequencyExcursion",
+    "OrderEffect",
+    "OutlierWorkers",
+    "Outliers",
+    "PairDiagnostics",
+    "Spread",
+    "WorkerFacts",
+    "diagnose_pair",
+    "diagnose_table",
+    "drift",
+    "frequency_excursions",
+    "order_effect",
+    "outlier_blocks",
+    "outlier_workers",
+    "relative_iqr",
+    "within_block_spread",
+]
+
 ALPHA = 0.05
 MAD_SCALE = 1.4826  # makes the MAD a consistent estimator of a normal sd
 MAD_K = 3.0

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from embedbench.errors import HostLockError
 
+__all__ = ["LOCK_DIR_ENV", "LOCK_NAME", "HostLock", "host_lock", "lock_path"]
+
 LOCK_DIR_ENV = "EMBEDBENCH_LOCK_DIR"
 LOCK_NAME = "embedbench.lock"
 

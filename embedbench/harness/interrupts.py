@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
+__all__ = ["RunInterrupted", "StopFlag", "stop_requests"]
+
 
 class RunInterrupted(KeyboardInterrupt):
     """The user asked the run to stop (SIGINT or SIGTERM); handled like Ctrl-C."""

@@ -24,6 +24,24 @@ from pathlib import Path
 
 from embedbench.errors import ConfigError, IoBusyError, one_line
 
+__all__ = [
+    "DIRTY_THRESHOLD_BYTES",
+    "IOWAIT_THRESHOLD",
+    "IOWAIT_WINDOW_S",
+    "IO_MAX_WAIT_S",
+    "IO_POLL_S",
+    "PROC_MEMINFO",
+    "PROC_STAT",
+    "WINDOW_ENV",
+    "IoReading",
+    "Log",
+    "guard_window_s",
+    "read_io",
+    "read_iowait_jiffies",
+    "read_writeback_bytes",
+    "wait_for_quiet_io",
+]
+
 PROC_MEMINFO = Path("/proc/meminfo")
 PROC_STAT = Path("/proc/stat")
 

@@ -25,6 +25,20 @@ from embedbench.errors import ConfigError, ContentionError
 from embedbench.harness.allocator import steady_allocator
 from embedbench.harness.ioguard import guard_window_s
 
+__all__ = [
+    "CONTENTION_THRESHOLD",
+    "CONTENTION_WINDOWS",
+    "CONTENTION_WINDOW_S",
+    "PROC_STAT",
+    "ContentionReading",
+    "IsolationState",
+    "allowed_cores",
+    "check_contention",
+    "isolated",
+    "read_cpu_jiffies",
+    "resolve_cpu_core",
+]
+
 PROC_STAT = Path("/proc/stat")
 CONTENTION_THRESHOLD = 0.5
 CONTENTION_WINDOWS = 2

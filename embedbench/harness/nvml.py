@@ -13,6 +13,16 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
+__all__ = [
+    "LIBRARY",
+    "NVML_CLOCK_SM",
+    "NVML_SUCCESS",
+    "NvmlError",
+    "gpu_facts",
+    "load_library",
+    "sm_clock_reader",
+]
+
 LIBRARY = "libnvidia-ml.so.1"
 NVML_SUCCESS = 0
 NVML_CLOCK_SM = 1

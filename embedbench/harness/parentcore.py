@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+__all__ = ["TASKS", "ParentAffinity", "measuring_here", "pinned_away"]
+
 TASKS = Path("/proc/self/task")
 
 

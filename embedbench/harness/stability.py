@@ -33,6 +33,32 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "MIN_READS",
+    "NOISY",
+    "PROBE_LEVEL_LIMIT",
+    "PROBE_SPREAD_LIMIT",
+    "RUN_LEVEL_LIMIT",
+    "RUN_SPREAD_LIMIT",
+    "STABLE",
+    "WAITED_PROBES_LIMIT",
+    "WAIT_MAX_S",
+    "WAIT_POLL_S",
+    "Group",
+    "HostStability",
+    "ProbeReading",
+    "WorkerCanary",
+    "assess_host",
+    "busiest_other_cores",
+    "canary_level_us",
+    "canary_reads",
+    "iqr_spread",
+    "likely_cause",
+    "next_reference",
+    "read_probe",
+    "spread",
+]
+
 STABLE = "stable"
 NOISY = "noisy"
 

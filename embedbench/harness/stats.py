@@ -51,6 +51,44 @@ from scipy import stats as sps
 
 from embedbench.jsonvalues import plain
 
+__all__ = [
+    "ALPHA",
+    "BETWEEN_PROCESSES",
+    "CONFIDENCE",
+    "FASTER",
+    "INVALID",
+    "NO_DIFFERENCE",
+    "POWER",
+    "SLOWER",
+    "WITHIN_PROCESS",
+    "HodgesLehmann",
+    "PairSummary",
+    "PairedStats",
+    "ReductionDifference",
+    "ReductionInterval",
+    "block_medians",
+    "combined_median",
+    "design_mde_pct",
+    "detectable_log_effect",
+    "hodges_lehmann",
+    "hodges_lehmann_interval",
+    "labelled_level",
+    "log_ratios",
+    "log_to_reduction_pct",
+    "median_of_block_medians",
+    "min_achievable_p",
+    "paired_statistics",
+    "percentiles",
+    "reduction_difference",
+    "reduction_pct",
+    "signed_rank_cdf",
+    "significance_reachable",
+    "summarize_pair",
+    "verdict",
+    "wilcoxon_p",
+    "worker_t_interval",
+]
+
 CONFIDENCE = 0.95
 ALPHA = 0.05
 POWER = 0.8

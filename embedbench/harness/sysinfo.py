@@ -18,6 +18,24 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "ENV_ALLOW",
+    "ENV_DENY",
+    "PROC_CPUINFO",
+    "SYSFS_CPU",
+    "allowed_environment",
+    "boost_state",
+    "cpu_frequency_reader",
+    "cpu_model",
+    "cpufreq_policy",
+    "host_facts",
+    "last_level_cache_bytes",
+    "load_average",
+    "package_version",
+    "provenance",
+    "versions",
+]
+
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 PROC_CPUINFO = Path("/proc/cpuinfo")
 

@@ -25,6 +25,30 @@ import numpy as np
 
 from embedbench.harness.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 
+__all__ = [
+    "AA_SCOPE",
+    "METRIC_ORDER",
+    "MICRO_SCOPE",
+    "TIMER_CASE",
+    "TIMER_FLOOR_BLOCKS",
+    "TIMER_FLOOR_CALLS",
+    "TIMER_SCOPE",
+    "TIMER_VARIANT",
+    "BlockProbes",
+    "BlockRecord",
+    "Progress",
+    "ReadCanary",
+    "ReadMhz",
+    "Sync",
+    "WorkerBlockRecord",
+    "block_schedule",
+    "derive_seed",
+    "measure_pair",
+    "measure_timer_floor",
+    "no_sync",
+    "time_calls",
+]
+
 METRIC_ORDER: tuple[str, str, str] = (
     "host_observed_us",
     "calling_thread_cpu_us",

@@ -17,6 +17,8 @@ validates the choice, the report labels rows with them. No torch, no numpy.
 
 from __future__ import annotations
 
+__all__ = ["DEFAULT_WINDOW", "DESCRIPTIONS", "LEGACY", "MEASURABLE", "PR", "TIGHT", "describe"]
+
 PR = "pr"
 TIGHT = "tight"
 LEGACY = "legacy"

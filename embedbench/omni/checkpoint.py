@@ -1,8 +1,7 @@
 """Qwen-Omni checkpoint access: config facts, the embedding table, and a synthetic stand-in.
 
-The checkpoint's family (Qwen2.5-Omni or Qwen3-Omni) comes from its
-config.json (``model_type``, see :mod:`embedbench.omni.families`); both keep the text
-table under the same key.
+The checkpoint's family comes from its config.json (``model_type``, see
+:mod:`embedbench.omni.families`); every family keeps the text table under the same key.
 
 Only ``thinker.model.embed_tokens.weight`` is ever read from a checkpoint. It is located
 through ``model.safetensors.index.json`` (or a single ``model.safetensors``), its header is
@@ -33,21 +32,39 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from embedbench.cases import DEFAULT_FAMILY
 from embedbench.errors import CheckpointError, ConfigError, one_line
 from embedbench.omni import families
 from embedbench.omni.safetensors_header import header_entry, read_header
+
+__all__ = [
+    "CONFIG_NAME",
+    "DEFAULT_SEED",
+    "EMBEDDING_KEY",
+    "FINGERPRINT_VERSION",
+    "INDEX_NAME",
+    "SINGLE_FILE_NAME",
+    "SYNTHETIC_FORMAT_VERSION",
+    "SYNTHETIC_MARKER",
+    "EmbeddingLocation",
+    "ThinkerFacts",
+    "default_synthetic_checkpoint",
+    "facts_from_config",
+    "fingerprint",
+    "is_synthetic",
+    "load_embedding_table",
+    "locate_embedding",
+    "read_thinker_facts",
+    "seeded_table",
+    "synthetic_cache_dir",
+    "write_synthetic_checkpoint",
+    "xdg_cache_dir",
+]
 
 EMBEDDING_KEY = "thinker.model.embed_tokens.weight"
 INDEX_NAME = "model.safetensors.index.json"
 FINGERPRINT_VERSION = "embedbench-fingerprint-v1"
 SINGLE_FILE_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
-QWEN25_OMNI_7B_VOCAB = families.QWEN25.vocab_size
-QWEN25_OMNI_7B_HIDDEN = families.QWEN25.hidden_size
-
-# Token ids of Qwen2.5-Omni-7B (thinker_config), written into synthetic checkpoints.
-QWEN25_OMNI_7B_TOKEN_IDS: dict[str, int] = dict(families.QWEN25.token_ids)
 
 SYNTHETIC_MARKER = "embedbench_synthetic"
 SYNTHETIC_FORMAT_VERSION = 1
@@ -56,7 +73,11 @@ DEFAULT_SEED = 7451
 _CHUNK_ROWS = 2048
 # Temporary build directories older than this are leftovers of a killed builder.
 _STALE_TMP_SECONDS = 6 * 3600
-_FIX_HINT = "pass a Qwen2.5-Omni or Qwen3-Omni checkpoint directory"
+
+
+def _fix_hint() -> str:
+    """What to pass instead: a checkpoint of a registered family."""
+    return f"pass a {' or '.join(f.label for f in families.all_families())} checkpoint directory"
 
 
 @dataclass(frozen=True)
@@ -72,9 +93,9 @@ class ThinkerFacts:
     audio_end_token_id: int | None
     dtype: str
     thinker_config: dict = field(hash=False, repr=False)
-    # The family (embedbench.cases.FAMILIES) and how config.json told it
+    # The family (a name of embedbench.omni.families) and how config.json told it
     # ("model_type", "thinker_config.model_type", "architectures" or "default").
-    family: str = DEFAULT_FAMILY
+    family: str = field(default_factory=lambda: families.default().name)
     family_source: str = "default"
     # DeepStack levels (len of vision_config.deepstack_visual_indexes; 0: no DeepStack):
     # vision embeddings then carry (levels + 1) x hidden_size features.
@@ -100,9 +121,9 @@ def _fail(message: str) -> CheckpointError:
 def _check_dir(model_dir: str | Path) -> Path:
     path = Path(model_dir).expanduser()
     if not path.exists():
-        raise _fail(f"checkpoint {path}: directory does not exist; {_FIX_HINT}")
+        raise _fail(f"checkpoint {path}: directory does not exist; {_fix_hint()}")
     if not path.is_dir():
-        raise _fail(f"checkpoint {path}: is a file, not a directory; {_FIX_HINT}")
+        raise _fail(f"checkpoint {path}: is a file, not a directory; {_fix_hint()}")
     return path
 
 
@@ -129,7 +150,7 @@ def read_thinker_facts(model_dir: str | Path) -> ThinkerFacts:
     path = _check_dir(model_dir)
     config_path = path / CONFIG_NAME
     if not config_path.is_file():
-        raise _fail(f"checkpoint {path}: no {CONFIG_NAME}; {_FIX_HINT}")
+        raise _fail(f"checkpoint {path}: no {CONFIG_NAME}; {_fix_hint()}")
     config = _read_json(config_path, path, "config")
     return facts_from_config(config, where=f"checkpoint {path}: {CONFIG_NAME}")
 
@@ -137,21 +158,21 @@ def read_thinker_facts(model_dir: str | Path) -> ThinkerFacts:
 def facts_from_config(config: Any, *, where: str = CONFIG_NAME) -> ThinkerFacts:
     """The thinker facts of a parsed ``config.json`` (``where`` names it in errors)."""
     if not isinstance(config, dict):
-        raise _fail(f"{where} is not a JSON object; {_FIX_HINT}")
+        raise _fail(f"{where} is not a JSON object; {_fix_hint()}")
     thinker = config.get("thinker_config")
     if not isinstance(thinker, dict):
-        raise _fail(f"{where} has no thinker_config; {_FIX_HINT}")
+        raise _fail(f"{where} has no thinker_config; {_fix_hint()}")
     try:
         family, family_source = families.family_of_config(config)
     except families.UnknownModelType as exc:
-        known = ", ".join(f.model_type for f in families.FAMILY.values())
+        known = ", ".join(f.model_type for f in families.all_families())
         raise _fail(
             f"{where}: model_type {str(exc)!r} is not a family embedbench measures "
-            f"(model_type {known}); {_FIX_HINT}"
+            f"(model_type {known}); {_fix_hint()}"
         ) from None
     text = thinker.get("text_config")
     if not isinstance(text, dict):
-        raise _fail(f"{where} has no thinker_config.text_config; {_FIX_HINT}")
+        raise _fail(f"{where} has no thinker_config.text_config; {_fix_hint()}")
 
     sizes: dict[str, int] = {}
     for name in ("hidden_size", "vocab_size"):
@@ -160,7 +181,7 @@ def facts_from_config(config: Any, *, where: str = CONFIG_NAME) -> ThinkerFacts:
             found = "missing" if name not in text else f"{value!r}"
             raise _fail(
                 f"{where}: thinker_config.text_config.{name} is {found}, expected a positive "
-                f"integer; {_FIX_HINT}"
+                f"integer; {_fix_hint()}"
             )
         sizes[name] = value
     vocab = sizes["vocab_size"]
@@ -169,26 +190,26 @@ def facts_from_config(config: Any, *, where: str = CONFIG_NAME) -> ThinkerFacts:
         present = [n for n in names if n in thinker]
         if not present:
             if required:
-                raise _fail(f"{where}: thinker_config has no {names[0]}; {_FIX_HINT}")
+                raise _fail(f"{where}: thinker_config has no {names[0]}; {_fix_hint()}")
             return None
         value = thinker[present[0]]
         if not _is_int(value) or not 0 <= value < vocab:
             raise _fail(
                 f"{where}: thinker_config.{present[0]} is {value!r}, expected an integer in "
-                f"[0, {vocab}) (vocab_size); {_FIX_HINT}"
+                f"[0, {vocab}) (vocab_size); {_fix_hint()}"
             )
         return value
 
     deepstack_levels = 0
-    if families.FAMILY[family].deepstack:
+    if families.get(family).deepstack:
         vision = thinker.get("vision_config")
         indexes = vision.get("deepstack_visual_indexes") if isinstance(vision, dict) else None
         if not isinstance(indexes, list) or not all(_is_int(i) for i in indexes):
             raise _fail(
                 f"{where}: thinker_config.vision_config.deepstack_visual_indexes is "
                 f"{'missing' if indexes is None else repr(indexes)}, expected a list of "
-                f"layer indexes (a {families.FAMILY[family].label} checkpoint has one); "
-                f"{_FIX_HINT}"
+                f"layer indexes (a {families.get(family).label} checkpoint has one); "
+                f"{_fix_hint()}"
             )
         deepstack_levels = len(indexes)
 
@@ -222,7 +243,7 @@ def _find_shard(path: Path) -> tuple[Path, bool]:
         shard_name = weight_map.get(EMBEDDING_KEY)
         if shard_name is None:
             raise _fail(
-                f"checkpoint {path}: {INDEX_NAME} weight_map has no {EMBEDDING_KEY}; {_FIX_HINT}"
+                f"checkpoint {path}: {INDEX_NAME} weight_map has no {EMBEDDING_KEY}; {_fix_hint()}"
             )
         if not isinstance(shard_name, str) or not shard_name:
             raise _fail(
@@ -239,7 +260,7 @@ def _find_shard(path: Path) -> tuple[Path, bool]:
     single = path / SINGLE_FILE_NAME
     if single.is_file():
         return single, False
-    raise _fail(f"no {INDEX_NAME} or {SINGLE_FILE_NAME} in {path}; {_FIX_HINT}")
+    raise _fail(f"no {INDEX_NAME} or {SINGLE_FILE_NAME} in {path}; {_fix_hint()}")
 
 
 def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLocation:
@@ -258,7 +279,7 @@ def locate_embedding(model_dir: str | Path, facts: ThinkerFacts) -> EmbeddingLoc
         source = f"{INDEX_NAME} names {shard.name}, but it" if via_index else shard.name
         raise _fail(
             f"checkpoint {path}: {source} has no tensor {EMBEDDING_KEY}; "
-            + ("the index and shards disagree, download them again" if via_index else _FIX_HINT)
+            + ("the index and shards disagree, download them again" if via_index else _fix_hint())
         )
     shape = tuple(int(n) for n in header[EMBEDDING_KEY]["shape"])
     dtype = str(header[EMBEDDING_KEY]["dtype"])
@@ -343,18 +364,19 @@ def load_embedding_table(
 
 
 def _synthetic_config(
-    hidden_size: int, vocab_size: int, seed: int, family: str = DEFAULT_FAMILY
+    hidden_size: int, vocab_size: int, seed: int, family: str | None = None
 ) -> dict[str, Any]:
     """The family's published config layout and token ids, with the synthetic sizes."""
-    config = families.get(family).synthetic_config(hidden_size, vocab_size)
+    spec = families.get(family) if family is not None else families.default()
+    config = spec.synthetic_config(hidden_size, vocab_size)
     marker = {
         "version": SYNTHETIC_FORMAT_VERSION,
         "seed": seed,
         "hidden_size": hidden_size,
         "vocab_size": vocab_size,
     }
-    if family != DEFAULT_FAMILY:  # the Qwen2.5-Omni marker (and fingerprint) as before
-        marker["family"] = family
+    if not spec.default:  # the default family's marker (and fingerprint) as before
+        marker["family"] = spec.name
     head = {k: config.pop(k) for k in ("architectures", "model_type", "torch_dtype")}
     return {**head, SYNTHETIC_MARKER: marker, **config}
 
@@ -397,7 +419,7 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _write_files(
-    tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_shards: int, family: str
+    tmp: Path, hidden_size: int, vocab_size: int, seed: int, num_shards: int, family: str | None
 ) -> None:
     """Write config.json, the index and the shards into ``tmp``; the embedding goes last.
 
@@ -453,13 +475,12 @@ def write_synthetic_checkpoint(
     seed: int = DEFAULT_SEED,
     num_shards: int = 2,
     progress: Callable[[str], None] | None = None,
-    family: str = DEFAULT_FAMILY,
+    family: str | None = None,
 ) -> Path:
     """Write a seeded synthetic checkpoint with the real file layout; return its directory.
 
-    ``family`` picks the published config layout and token ids (Qwen2.5-Omni-7B or
-    Qwen3-Omni-30B-A3B-Instruct); ``hidden_size`` and ``vocab_size`` default to that
-    model's text table.
+    ``family`` (default: the registry's default) picks the published config layout and
+    token ids; ``hidden_size`` and ``vocab_size`` default to that model's text table.
 
     The files are written into a temporary sibling directory that is renamed into place at
     the end, so ``directory`` never holds a half-written checkpoint. The files and the
@@ -467,7 +488,7 @@ def write_synthetic_checkpoint(
     returns the data is on disk, not pending writeback. ``directory`` must not exist or be
     empty.
     """
-    spec = families.get(family)
+    spec = families.get(family) if family is not None else families.default()
     hidden_size = spec.hidden_size if hidden_size is None else hidden_size
     vocab_size = spec.vocab_size if vocab_size is None else vocab_size
     max_token = max(spec.token_ids.values())
@@ -579,11 +600,11 @@ def default_synthetic_checkpoint(
     hidden_size: int | None = None,
     *,
     progress: Callable[[str], None] | None = None,
-    family: str = DEFAULT_FAMILY,
+    family: str | None = None,
 ) -> Path:
     """The cached synthetic checkpoint of ``family`` with the real vocab (and by default
     the real hidden size); built once, then reused."""
-    spec = families.get(family)
+    spec = families.get(family) if family is not None else families.default()
     hidden_size = spec.hidden_size if hidden_size is None else hidden_size
     name = f"{spec.name}-synthetic-{spec.vocab_size}x{hidden_size}-bf16-v1"
     target = synthetic_cache_dir() / name

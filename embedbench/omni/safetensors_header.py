@@ -12,6 +12,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "MAX_HEADER_BYTES",
+    "METADATA_KEY",
+    "header_entry",
+    "read_header",
+]
+
 MAX_HEADER_BYTES = 100 * 2**20
 METADATA_KEY = "__metadata__"
 

@@ -22,6 +22,28 @@ from embedbench.cases import CASES as CASES
 from embedbench.cases import MIN_TOKENS as MIN_TOKENS
 from embedbench.errors import ConfigError
 
+__all__ = [
+    "CASES",
+    "CASE_LABELS",
+    "MIN_TOKENS",
+    "MODALITIES",
+    "PLACEHOLDER_START",
+    "SEED_BASE",
+    "SEPARATOR_TOKENS",
+    "TEXT_ID_HIGH",
+    "TEXT_ID_LOW",
+    "VISION",
+    "PlaceholderRun",
+    "Scenario",
+    "build_scenario",
+    "call_variant",
+    "deepstack_fill_value",
+    "fill_value",
+    "placeholder_runs",
+    "placement_problems",
+    "placements",
+]
+
 # First placeholder position; the text before it stands in for the chat prefix.
 PLACEHOLDER_START = 44
 # Text tokens between two non-interleaved placeholder runs.

@@ -1,7 +1,7 @@
 """Pre-timing validation: lookup counts per variant and ``torch.equal`` of the outputs.
 
 The expected counts are the target's family's (:mod:`embedbench.omni.families`). For a
-family with DeepStack (Qwen3-Omni) the buffer each variant stores through
+family with DeepStack the buffer each variant stores through
 ``_set_deepstack_input_embeds`` is compared too, with ``torch.equal``; the row's
 ``compared`` says what was compared.
 
@@ -18,15 +18,28 @@ from typing import Any
 
 import torch
 
-# EXPECTED_LOOKUPS (text lookups per call and case) lives in the torch-free
-# embedbench.cases; importable from here.
-from embedbench.cases import EXPECTED_LOOKUPS as EXPECTED_LOOKUPS
-from embedbench.cases import VARIANTS, expected_lookups
+from embedbench.cases import VARIANTS
 from embedbench.omni import families
+from embedbench.omni.families.spec import DEEPSTACK_BUFFER
 from embedbench.omni.scenarios import VISION, Scenario, call_variant
 from embedbench.omni.targets import Target
 
+__all__ = [
+    "DEEPSTACK_BUFFER",
+    "EXPECTED_LOOKUPS",
+    "LookupCounter",
+    "ValidationResult",
+    "count_lookups",
+    "take_deepstack_buffer",
+    "validate_scenario",
+]
+
 _ATTRIBUTE = "embed_input_ids"
+# Text lookups per call, per case and variant, of the embedded default's family (every
+# family's are its own: ``families.get(name).expected_lookups``).
+EXPECTED_LOOKUPS: dict[str, dict[str, int]] = {
+    case: dict(counts) for case, counts in families.default().expected_lookups.items()
+}
 
 
 @dataclass
@@ -82,7 +95,7 @@ class ValidationResult:
     torch_equal: bool
     ok: bool
     mismatch: dict[str, Any] | None = field(default=None)
-    family: str = families.DEFAULT_FAMILY
+    family: str = field(default_factory=lambda: families.default().name)
     # What torch.equal compared: the outputs, and for DeepStack the buffer too.
     compared: tuple[str, ...] = ("output",)
     # torch.equal of the two DeepStack buffers (None: the family has none).
@@ -143,9 +156,6 @@ def _describe_difference(outputs: dict[str, torch.Tensor]) -> dict[str, Any]:
     return detail
 
 
-DEEPSTACK_BUFFER = "deepstack_buffer"
-
-
 def take_deepstack_buffer(model: Any) -> torch.Tensor | None:
     """The DeepStack buffer's valid rows as one ``(levels, tokens, hidden)`` copy (None
     when nothing is stored), then cleared: rows zeroed, no valid rows. Reads the
@@ -192,7 +202,7 @@ def validate_scenario(target: Target, scenario: Scenario) -> ValidationResult:
     a vision case must store one, another case must not.
     """
     family = families.get(target.family)
-    expected = expected_lookups(family.name, scenario.case)
+    expected = family.lookups(scenario.case)
     calls: dict[str, int] = {}
     outputs: dict[str, torch.Tensor] = {}
     buffers: dict[str, torch.Tensor | None] = {}
@@ -258,6 +268,6 @@ def validate_scenario(target: Target, scenario: Scenario) -> ValidationResult:
         ok=not mismatch,
         mismatch=mismatch or None,
         family=family.name,
-        compared=("output", DEEPSTACK_BUFFER) if family.deepstack else ("output",),
+        compared=family.compared,
         deepstack_equal=deepstack_equal,
     )

@@ -9,18 +9,19 @@ are ``tables``.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from embedbench.cases import CASE_LABELS, CASES, DEFAULT_FAMILY, FAMILY_LABELS
+from embedbench.cases import CASE_LABELS, CASES
 from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.harness import stats, windows
+from embedbench.omni import families
 from embedbench.report.results import RunResult, load_results
 from embedbench.report.tables import (
     _fmt_us,
@@ -66,9 +67,8 @@ __all__ = [
 
 
 def reference_results() -> dict[str, Any]:
-    """The PR's published H100 table (shipped with the package as data)."""
-    text = resources.files("embedbench.report").joinpath("data/pr7477_h100.json").read_text("utf-8")
-    return json.loads(text)
+    """The PR's published H100 table (its family's, in the registry): a fresh copy."""
+    return copy.deepcopy(dict(families.with_reference_table().reference_table or {}))
 
 
 class MixedWindowsError(ConfigError):
@@ -77,7 +77,7 @@ class MixedWindowsError(ConfigError):
 
 def reference_name(reference: dict[str, Any]) -> str:
     """The column label of the PR's published table."""
-    return f"PR #7477 ({reference['environment']['gpu']})"
+    return f"PR {families.with_reference_table().pr} ({reference['environment']['gpu']})"
 
 
 def compared_windows(
@@ -197,16 +197,17 @@ def compare_tables(
     allow_mixed_windows: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """``compare_table`` per family (label → table), each run under one key in all of
-    them (``run_keys``). The PR's published table, which measured Qwen2.5-Omni, sits
-    beside that family's runs only."""
+    them (``run_keys``). The PR's published table sits beside its own family's runs
+    only."""
     tables_by_family = {}
+    reference_label = families.with_reference_table().label
     keys = run_keys(runs, reference)
     mixed = {"allow_mixed_windows": allow_mixed_windows, "keys": keys}
     for label, group in by_family(runs).items():
-        own = reference if label == FAMILY_LABELS[DEFAULT_FAMILY] else None
+        own = reference if label == reference_label else None
         tables_by_family[label] = compare_table(group, own, **mixed)
-    if reference is not None and FAMILY_LABELS[DEFAULT_FAMILY] not in tables_by_family:
-        tables_by_family[FAMILY_LABELS[DEFAULT_FAMILY]] = compare_table({}, reference, **mixed)
+    if reference is not None and reference_label not in tables_by_family:
+        tables_by_family[reference_label] = compare_table({}, reference, **mixed)
     return tables_by_family
 
 
@@ -267,7 +268,7 @@ def runs_table(runs: dict[str, RunResult], reference: dict[str, Any] | None = No
             {
                 "run": reference_name(reference),
                 "key": REFERENCE_KEY,
-                "family": FAMILY_LABELS[DEFAULT_FAMILY],
+                "family": families.with_reference_table().label,
                 "device": f"cuda ({env.get('gpu')})",
                 "target": "the PR's published table",
                 "checkpoint": f"real ({env.get('model')})",

@@ -23,15 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from embedbench.errors import OutputDirError
-from embedbench.harness.timing import AA_SCOPE
 from embedbench.report import schema
-from embedbench.report.compat import (
-    upgrade_duplicated,
-    upgrade_headline,
-    upgrade_original,
-    upgrade_records,
-    with_timing_window,
-)
+from embedbench.report.compat import upgrade_original, upgrade_records
+from embedbench.report.upgrades import ResultFiles, check_version, split_aa_records, upgrade
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 METADATA = "metadata.json"
@@ -181,14 +175,6 @@ class ResultsWriter:
         write_json_atomic(self.directory / SUMMARY, self.summary)
 
 
-def split_aa_records(
-    records: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(A/A records, all others), each in the order given."""
-    aa = [r for r in records if r.get("scope") == AA_SCOPE]
-    return aa, [r for r in records if r.get("scope") != AA_SCOPE]
-
-
 @dataclass
 class RunResult:
     """A run's output directory, in memory (``records``: micro-raw.json's; ``aa_records``:
@@ -283,24 +269,29 @@ def inspect_results_dir(directory: str | Path) -> DirCheck:
     (``MissingDependencyError`` without jsonschema)."""
     path = Path(directory)
     data, missing = _read_files(path)
+    if schema.detect_format(data.get(METADATA)) != schema.ORIGINAL_FORMAT:
+        check_version(data[METADATA].get("schema_version"), f"{path}/{METADATA}")
     return DirCheck(_check_format(path, data), tuple(data), missing)
 
 
 def load_results(directory: str | Path) -> RunResult:
     """Read an output directory written by ``run`` or by the original PR script (also
-    its partial run: see ``compat``). The schema check is skipped without jsonschema.
+    its partial run: see ``compat``). The schema check is skipped without jsonschema; a
+    directory newer than this code is refused in one line either way.
 
-    A/A records come from aa-raw.json; a directory written before that file existed
-    has them in micro-raw.json, and they are moved out on reading, so ``records`` is
-    always what the original's micro-raw.json would hold.
+    An older embedbench directory is read as the current schema version has it
+    (``upgrades``): for instance, one written before aa-raw.json existed has its A/A
+    records moved out of micro-raw.json, so ``records`` is always what the original's
+    micro-raw.json would hold.
     """
     path = Path(directory)
     data, missing = _read_files(path)
+    if schema.detect_format(data.get(METADATA)) != schema.ORIGINAL_FORMAT:
+        version = check_version(data[METADATA].get("schema_version"), f"{path}/{METADATA}")
     fmt = _check_format(path, data, required=False)
-    moved, records = split_aa_records(data[RAW])
-    aa_records = [*data.get(AA_RAW, []), *moved]
     if fmt == schema.ORIGINAL_FORMAT:
-        aa_records = upgrade_records(aa_records)
+        moved, records = split_aa_records(data[RAW])
+        aa_records = upgrade_records([*data.get(AA_RAW, []), *moved])
         metadata, records, validation, summary = upgrade_original(
             data.get(METADATA),
             records,
@@ -309,14 +300,14 @@ def load_results(directory: str | Path) -> RunResult:
             missing=missing,
             aa_records=aa_records,
         )
-    else:
-        metadata, validation, summary = data[METADATA], data[VALIDATION], data[SUMMARY]
-        if metadata["schema_version"] < 3:
-            metadata = upgrade_duplicated(metadata)
-        if metadata["schema_version"] < 4:
-            summary = upgrade_headline(summary)
-        metadata = with_timing_window(metadata)
-    return RunResult(path, metadata, records, validation, summary, aa_records)
+        return RunResult(path, metadata, records, validation, summary, aa_records)
+    files = ResultFiles(
+        data[METADATA], data[RAW], data[VALIDATION], data[SUMMARY], data.get(AA_RAW, [])
+    )
+    files = upgrade(files, version)
+    return RunResult(
+        path, files.metadata, files.records, files.validation, files.summary, files.aa_records
+    )
 
 
 def latest_results_dir(root: str | Path) -> Path:

@@ -39,8 +39,11 @@ if TYPE_CHECKING:
 # optional: the canary's reads in every record (``canary_us_start``/``_end``, and
 # ``canary_device_us_*`` on CUDA), and ``canary``, ``host_probes`` and ``host_stability``
 # in metadata; older results lack them and read as "host not observed".
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# 5: every run records its ``timing_window``, and A/A records live only in aa-raw.json;
+# older directories are read with the legacy window and their A/A records moved out of
+# micro-raw.json (``upgrades``, where every version's step lives).
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 # What ``refs`` and ``versions`` hold beside the original script's top-level fields.
 OWN_REFS = ("baseline_sha", "candidate_ref", "candidate_sha")
 PR_VERSION_KEYS = ("torch", "vllm", "transformers")

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embedbench.cases import CASE_LABELS, CASES, DEFAULT_FAMILY, FAMILY_LABELS, FAMILY_PRS
+from embedbench.cases import CASE_LABELS, CASES
 from embedbench.harness import stats, sysinfo, windows
 from embedbench.harness.design import DERIVED
 from embedbench.harness.stability import NOISY, likely_cause
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
+from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
 from embedbench.report.results import RunResult
 
@@ -418,7 +419,8 @@ def headline(result: RunResult) -> str:
     """What the report is of, e.g. ``Qwen3-Omni embed_input_ids before/after (vLLM-Omni
     PR #7573) · CPU · reference · synthetic``."""
     m = result.metadata
-    pr = FAMILY_PRS.get(family_of(m), "?")
+    family = family_of(m)
+    pr = families.get(family).pr if family in families.names() else "?"
     return f"{family_label(m)} embed_input_ids before/after (vLLM-Omni PR {pr}) · {_setup_label(m)}"
 
 
@@ -627,14 +629,14 @@ def checkpoint_kind(metadata: dict[str, Any]) -> str:
 
 def family_of(metadata: dict[str, Any]) -> str:
     """The family a run measured; results from before families were recorded (and the
-    original script's) measured Qwen2.5-Omni, the only family then."""
-    return str(metadata.get("family") or DEFAULT_FAMILY)
+    original script's) measured the embedded default's family, the only family then."""
+    return str(metadata.get("family") or families.default().name)
 
 
 def family_label(metadata: dict[str, Any]) -> str:
-    """``Qwen2.5-Omni`` or ``Qwen3-Omni``."""
+    """The family's label (its name, for a family not registered here)."""
     family = family_of(metadata)
-    return FAMILY_LABELS.get(family, family)
+    return families.get(family).label if family in families.names() else family
 
 
 def _setup_label(metadata: dict[str, Any]) -> str:

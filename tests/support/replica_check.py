@@ -39,9 +39,9 @@ from unittest import mock
 import torch
 from calltrace import method_names, python_calls
 
-from embedbench.cases import QWEN3_OMNI
 from embedbench.config import LM_SHIMS, WORKTREE
 from embedbench.omni import checkpoint
+from embedbench.omni.families.qwen3_omni import NAME as QWEN3_OMNI
 from embedbench.omni.scenarios import CASES, Scenario, build_scenario, call_variant
 from embedbench.omni.targets import VARIANTS, Target, lookup_chain
 from embedbench.omni.targets.reference import build_reference_target

@@ -9,8 +9,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from embedbench.cases import DEFAULT_FAMILY
 from embedbench.cases import VARIANTS as VARIANTS  # torch-free home; importable from here
+from embedbench.omni import families
+
+__all__ = [
+    "VARIANTS",
+    "EmbedFn",
+    "Target",
+    "bare_module",
+    "lm_metadata",
+    "lookup_chain",
+    "qualified_name",
+]
 
 # f(input_ids, multimodal_embeddings=None, *, is_multimodal=None) -> inputs_embeds
 EmbedFn = Callable[..., torch.Tensor]
@@ -26,9 +36,10 @@ class Target:
     multimodal embedding tensor with its modality and returns it. ``modules`` names
     modules beyond those found from the classes and variants that the freshness check
     (:mod:`embedbench.harness.freshness`) compares with their files; ``checkout`` is the git
-    work tree the code was imported from, if any. ``family`` is the thinker family
-    (:data:`embedbench.cases.FAMILIES`): it says which lookups validation expects and
-    whether the model keeps a DeepStack buffer to compare.
+    work tree the code was imported from, if any. ``family`` is the thinker family (a
+    name in :mod:`embedbench.omni.families`; default: the registry's default): it says
+    which lookups validation expects and whether the model keeps a DeepStack buffer to
+    compare.
     """
 
     name: str
@@ -39,7 +50,7 @@ class Target:
     metadata: dict[str, Any] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
     checkout: str | None = None
-    family: str = DEFAULT_FAMILY
+    family: str = field(default_factory=lambda: families.default().name)
 
 
 def qualified_name(obj: Any) -> str:
@@ -73,3 +84,11 @@ def lm_metadata(lm_shim: str, language_model: nn.Module) -> dict[str, str]:
         "embedding_class": qualified_name(embedding),
         "language_model": " -> ".join([*calls, f"{type(embedding).__name__} (TP=1)"]),
     }
+
+
+def bare_module(cls: type) -> Any:
+    """An instance of a real ``nn.Module`` class without its ``__init__`` (which wants a
+    whole ``VllmConfig``): an empty module whose attributes the caller sets."""
+    instance = cls.__new__(cls)
+    nn.Module.__init__(instance)
+    return instance

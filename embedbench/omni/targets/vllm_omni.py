@@ -17,15 +17,10 @@ The two variants are the method at ``baseline_ref`` (compiled by
 :mod:`embedbench.omni.gitsource` against the live class) and at ``candidate_ref``
 (``WORKTREE``: the live method), both bound to that instance.
 
-The checkpoint's family picks the class and its path: Qwen2.5-Omni's
-``Qwen2_5OmniThinkerForConditionalGeneration`` or Qwen3-Omni's
-``Qwen3OmniMoeThinkerForConditionalGeneration``
-(``vllm_omni/model_executor/models/qwen3_omni/qwen3_omni_moe_thinker.py``). The Qwen3-Omni
-shim holds, besides, its config through transformers' ``Qwen3OmniMoeThinkerConfig``, a
-vision tower (its real class, without ``__init__``) with the checkpoint's
-``deepstack_visual_indexes``, and the DeepStack buffer the real ``__init__`` would build
-(``deepstack_input_embeds``, one zeroed table-dtype tensor per level); its ``production``
-language model is vLLM's ``Qwen3MoeForCausalLM`` -> ``Qwen3MoeModel`` chain.
+The checkpoint's family (:mod:`embedbench.omni.families`) picks the class and its path,
+transformers' config class and the values it must read back, and the ``production``
+language model's classes; a family whose real ``__init__`` gives the wrapper more (a
+vision tower and the DeepStack buffer, say) adds it with its ``prepare_real_shim`` hook.
 
 vLLM is imported only inside :func:`build_vllm_omni_target`, never when embedbench
 itself is imported; :func:`check_vllm_omni_source` checks the repository and refs
@@ -46,33 +41,50 @@ from typing import Any
 import torch
 from torch import nn
 
-from embedbench.cases import DEFAULT_FAMILY, QWEN3_OMNI
 from embedbench.config import LM_SHIMS, WORKTREE
 from embedbench.errors import EmbedbenchError, GitSourceError
 from embedbench.harness import freshness
 from embedbench.harness.sysinfo import package_version
 from embedbench.omni import families, gitsource
 from embedbench.omni.checkpoint import ThinkerFacts
-from embedbench.omni.targets import Target, lm_metadata
-from embedbench.omni.targets.reference import (
-    DEEPSTACK_BUFFER_ROWS,
-    FlatLanguageModel,
-    deepstack_visual_indexes,
-    tag_modality,
-)
+from embedbench.omni.families import Family
+from embedbench.omni.targets import Target, bare_module, lm_metadata, vllm_helpers
+from embedbench.omni.targets.reference import FlatLanguageModel
+from embedbench.omni.targets.vllm_helpers import tag_modality
+
+__all__ = [
+    "INSTALL_HINT",
+    "MEASURED",
+    "METHOD",
+    "OWN_MODULES",
+    "PACKAGE",
+    "THINKER_CLASS",
+    "THINKER_MODULE",
+    "THINKER_PATH",
+    "VllmOmniImportError",
+    "build_vllm_omni_target",
+    "check_vllm_omni_source",
+    "import_thinker",
+    "loaded_modules",
+    "measured_methods",
+    "source_repo",
+    "vllm_language_model",
+]
 
 PACKAGE = "vllm_omni"
-# The Qwen2.5-Omni thinker (the embedded default's family); every family's are in
-# embedbench.omni.families.
-THINKER_MODULE = families.QWEN25.thinker_module
-THINKER_PATH = families.QWEN25.thinker_path
-THINKER_CLASS = families.QWEN25.thinker_class
+# The thinker of the embedded default's family; every family's are in its registry entry.
+THINKER_MODULE = families.default().thinker_module
+THINKER_PATH = families.default().thinker_path
+THINKER_CLASS = families.default().thinker_class
 METHOD = "embed_input_ids"
 MEASURED = f"{THINKER_CLASS}.{METHOD}"
-# What --target vllm-omni measures, per family.
-MEASURED_BY_FAMILY = {f.name: f"{f.thinker_class}.{METHOD}" for f in families.FAMILY.values()}
 # embedbench's modules that build this target (checked for freshness with the thinker's).
-OWN_MODULES = (__name__, gitsource.__name__, "embedbench.omni.targets.reference")
+OWN_MODULES = (
+    __name__,
+    gitsource.__name__,
+    "embedbench.omni.targets.reference",
+    vllm_helpers.__name__,
+)
 INSTALL_HINT = (
     "install vLLM-Omni with its dependencies (pip install vllm-omni, which needs vLLM), "
     "or on a CPU-only machine build a venv with scripts/vllm-omni-cpu-env.sh and run "
@@ -86,6 +98,16 @@ class VllmOmniImportError(EmbedbenchError):
 
 def _fail(message: str) -> VllmOmniImportError:
     return VllmOmniImportError(message)
+
+
+def _family(name: str | None) -> Family:
+    """The family called ``name``; None: the embedded default's."""
+    return families.get(name) if name is not None else families.default()
+
+
+def measured_methods() -> dict[str, str]:
+    """What --target vllm-omni measures, per family: ``Class.embed_input_ids``."""
+    return {f.name: f.measured for f in families.all_families()}
 
 
 def _inside(path: str | Path | None, root: Path) -> bool:
@@ -124,14 +146,14 @@ def source_repo(repo: str | Path | None) -> Path:
 
 
 def check_vllm_omni_source(
-    *, repo: str | Path | None, baseline_ref: str, candidate_ref: str, family: str = DEFAULT_FAMILY
+    *, repo: str | Path | None, baseline_ref: str, candidate_ref: str, family: str | None = None
 ) -> dict[str, Any]:
     """Check the repository, the refs and ``family``'s method at each ref, importing nothing.
 
     Returns the repository root and the resolved SHAs. Raises ``GitSourceError`` (or
     ``VllmOmniImportError`` when no ``repo`` is given and vllm-omni is not installed).
     """
-    spec = families.get(family)
+    spec = _family(family)
     path, cls = spec.thinker_path, spec.thinker_class
     root = source_repo(repo)
     baseline_sha = gitsource.check_method(root, baseline_ref, path, cls, METHOD)
@@ -155,9 +177,9 @@ def _put_first_on_path(root: Path) -> bool:
     return not present
 
 
-def import_thinker(root: Path | None, family: str = DEFAULT_FAMILY) -> tuple[ModuleType, type]:
+def import_thinker(root: Path | None, family: str | None = None) -> tuple[ModuleType, type]:
     """Import ``family``'s thinker module (from ``root`` when given); return it and the class."""
-    spec = families.get(family)
+    spec = _family(family)
     module_name, path, class_name = spec.thinker_module, spec.thinker_path, spec.thinker_class
     where = f"from {root}" if root is not None else "from the installed package"
     added = False
@@ -195,7 +217,7 @@ def loaded_modules() -> list[str]:
     imported (none in a fresh process): each thinker's module, those of its class's MRO
     and of what its method uses, and embedbench's modules that build this target."""
     names: list[str] = []
-    for spec in families.FAMILY.values():
+    for spec in families.all_families():
         module = sys.modules.get(spec.thinker_module)
         cls = getattr(module, spec.thinker_class, None) if module is not None else None
         if not isinstance(cls, type):
@@ -205,41 +227,13 @@ def loaded_modules() -> list[str]:
     return [*dict.fromkeys(names), *OWN_MODULES] if names else []
 
 
-# transformers' thinker config class of each family (module, class).
-THINKER_CONFIG_CLASSES = {
-    DEFAULT_FAMILY: (
-        "transformers.models.qwen2_5_omni.configuration_qwen2_5_omni",
-        "Qwen2_5OmniThinkerConfig",
-    ),
-    QWEN3_OMNI: (
-        "transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe",
-        "Qwen3OmniMoeThinkerConfig",
-    ),
-}
-
-
-def _read_back(config: Any, facts: ThinkerFacts) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(what the config reads, what the checkpoint says) for the values the wrapper uses:
-    the token ids under the family's names, and Qwen3-Omni's text hidden size (its class
-    defaults are not the published model)."""
-    if facts.family == QWEN3_OMNI:
-        names = ("audio_token_id", "image_token_id", "video_token_id")
-    else:
-        names = ("audio_token_index", "image_token_index", "video_token_index")
-    ids = (facts.audio_token_id, facts.image_token_id, facts.video_token_id)
-    expected = dict(zip(names, ids, strict=True))
-    seen = {name: getattr(config, name, None) for name in names}
-    if facts.family == QWEN3_OMNI:
-        expected["hidden_size"] = facts.hidden_size
-        seen["hidden_size"] = getattr(getattr(config, "text_config", None), "hidden_size", None)
-    return seen, expected
-
-
 def _thinker_config(facts: ThinkerFacts) -> Any:
     """``config`` of the shim: the checkpoint's thinker_config as transformers reads it,
-    refused when it does not read back the checkpoint's values (``_read_back``)."""
-    module, name = THINKER_CONFIG_CLASSES[facts.family]
-    label = families.get(facts.family).label
+    refused when it does not read back the checkpoint's values (the family's
+    ``read_back``: the token ids under its names, and what else the wrapper reads)."""
+    family = families.get(facts.family)
+    module, name = family.thinker_config_class
+    label = family.label
     try:
         config_class = getattr(importlib.import_module(module), name)
     except Exception as exc:
@@ -253,7 +247,7 @@ def _thinker_config(facts: ThinkerFacts) -> Any:
             f"the checkpoint's thinker_config is not a valid {name} "
             f"({type(exc).__name__}: {exc}); pass a {label} checkpoint"
         ) from None
-    seen, expected = _read_back(config, facts)
+    seen, expected = family.read_back(config, facts)
     if seen != expected:
         raise EmbedbenchError(
             f"{name} reads {seen} from the checkpoint's thinker_config, which says "
@@ -269,14 +263,6 @@ def _modality_tagger() -> tuple[Callable[[torch.Tensor, str], torch.Tensor], str
     except ImportError:
         return tag_modality, "attribute (vllm has no set_mm_embedding_modality)"
     return set_mm_embedding_modality, "vllm.multimodal.utils.set_mm_embedding_modality"
-
-
-def _bare(cls: type) -> Any:
-    """An instance of a real ``nn.Module`` class without its ``__init__`` (which wants a
-    whole ``VllmConfig``): an empty module whose attributes the caller sets."""
-    instance = cls.__new__(cls)
-    nn.Module.__init__(instance)
-    return instance
 
 
 def _vocab_parallel_embedding(table: torch.Tensor) -> nn.Module:
@@ -312,44 +298,26 @@ def _vocab_parallel_embedding(table: torch.Tensor) -> nn.Module:
     return layer
 
 
-def _qwen2_language_model(embedding: nn.Module) -> nn.Module:
-    """The served chain: real ``Qwen2ForCausalLM`` holding a real ``Qwen2Model`` holding
-    ``embedding``, both without ``__init__``; their own ``embed_input_ids`` methods run."""
+def _served_language_model(embedding: nn.Module, family: Family) -> nn.Module:
+    """The served chain of ``family``: vLLM's causal LM holding its text model holding
+    ``embedding``, both without ``__init__``; their own ``embed_input_ids`` methods run
+    (vllm-omni's own language-model classes inherit these methods)."""
+    module_name, causal_name, model_name = family.production_language_model
     try:
-        from vllm.model_executor.models.qwen2 import Qwen2ForCausalLM, Qwen2Model
+        module = importlib.import_module(module_name)
+        causal_class, model_class = getattr(module, causal_name), getattr(module, model_name)
     except Exception as exc:
         raise _fail(
-            f"vLLM's Qwen2ForCausalLM is not importable ({type(exc).__name__}: {exc}); "
-            f"{INSTALL_HINT}"
+            f"vLLM's {causal_name} is not importable ({type(exc).__name__}: {exc}); {INSTALL_HINT}"
         ) from None
-    text_model = _bare(Qwen2Model)
+    text_model = bare_module(model_class)
     text_model.embed_tokens = embedding
-    language_model = _bare(Qwen2ForCausalLM)
+    language_model = bare_module(causal_class)
     language_model.model = text_model
     return language_model
 
 
-def _qwen3_moe_language_model(embedding: nn.Module) -> nn.Module:
-    """Qwen3-Omni's served chain: vLLM's ``Qwen3MoeForCausalLM`` holding a
-    ``Qwen3MoeModel`` holding ``embedding``, both without ``__init__`` (vllm-omni's
-    ``Qwen3MoeLLMForCausalLM`` and ``Qwen3MoeLLMModel`` inherit these methods)."""
-    try:
-        from vllm.model_executor.models.qwen3_moe import Qwen3MoeForCausalLM, Qwen3MoeModel
-    except Exception as exc:
-        raise _fail(
-            f"vLLM's Qwen3MoeForCausalLM is not importable ({type(exc).__name__}: {exc}); "
-            f"{INSTALL_HINT}"
-        ) from None
-    text_model = _bare(Qwen3MoeModel)
-    text_model.embed_tokens = embedding
-    language_model = _bare(Qwen3MoeForCausalLM)
-    language_model.model = text_model
-    return language_model
-
-
-def vllm_language_model(
-    table: torch.Tensor, lm_shim: str, family: str = DEFAULT_FAMILY
-) -> nn.Module:
+def vllm_language_model(table: torch.Tensor, lm_shim: str, family: str | None = None) -> nn.Module:
     """The language model of the shim for ``lm_shim`` (``flat`` or ``production``),
     from vLLM's own classes, around ``table`` (not copied); ``production`` is
     ``family``'s served chain."""
@@ -357,15 +325,13 @@ def vllm_language_model(
         raise ValueError(f"unknown lm_shim {lm_shim!r}; choose from {', '.join(LM_SHIMS)}")
     embedding = _vocab_parallel_embedding(table)
     if lm_shim == "production":
-        if family == QWEN3_OMNI:
-            return _qwen3_moe_language_model(embedding)
-        return _qwen2_language_model(embedding)
+        return _served_language_model(embedding, _family(family))
     return FlatLanguageModel(embedding)
 
 
 def _build_shim(cls: type, config: Any, language_model: nn.Module) -> Any:
     """An instance of the real class without its ``__init__``: only what the wrapper uses."""
-    shim = _bare(cls)
+    shim = bare_module(cls)
     shim.config = config
     shim._has_oov_mm_tokens = False
     shim.language_model = language_model
@@ -377,43 +343,12 @@ def _build_shim(cls: type, config: Any, language_model: nn.Module) -> Any:
     return shim
 
 
-def _add_deepstack(
-    shim: Any, module: ModuleType, facts: ThinkerFacts, table: torch.Tensor
-) -> dict[str, Any]:
-    """What the real Qwen3-Omni ``__init__`` gives the wrapper: ``visual`` (the module's
-    vision tower class, without ``__init__``) with the checkpoint's
-    ``deepstack_visual_indexes``, and the DeepStack buffer (zeroed, the table's dtype and
-    device) with its level count."""
-    indexes = deepstack_visual_indexes(facts)
-    vision_cls = getattr(module, "Qwen3Omni_VisionTransformer", None)
-    visual = _bare(vision_cls) if isinstance(vision_cls, type) else nn.Module()
-    visual.deepstack_visual_indexes = indexes
-    shim.visual = visual
-    shim.use_deepstack = indexes is not None
-    shim.deepstack_num_level = len(indexes or ())
-    shim.visual_dim = facts.hidden_size
-    shim.multiscale_dim = facts.hidden_size * shim.deepstack_num_level
-    if shim.use_deepstack:
-        shim.deepstack_input_embeds = [
-            torch.zeros(
-                DEEPSTACK_BUFFER_ROWS, facts.hidden_size, dtype=table.dtype, device=table.device
-            )
-            for _ in range(shim.deepstack_num_level)
-        ]
-        shim.deepstack_input_embeds_num_tokens = 0
-    return {
-        "visual_class": f"{type(visual).__module__}.{type(visual).__qualname__}",
-        "deepstack_visual_indexes": indexes,
-        "deepstack_buffer_rows": DEEPSTACK_BUFFER_ROWS,
-    }
-
-
-def _thinker_file_in(module: ModuleType, root: Path, family: str = DEFAULT_FAMILY) -> str:
+def _thinker_file_in(module: ModuleType, root: Path, family: str | None = None) -> str:
     """The thinker's path relative to ``root`` (the same path is read at each ref)."""
     try:
         return Path(module.__file__).resolve().relative_to(root.resolve()).as_posix()
     except (TypeError, ValueError):
-        return families.get(family).thinker_path
+        return _family(family).thinker_path
 
 
 def build_vllm_omni_target(
@@ -436,7 +371,9 @@ def build_vllm_omni_target(
     candidate = gitsource.method_at_ref(root, candidate_ref, path, cls, METHOD)
     language_model = vllm_language_model(table, lm_shim, family)
     shim = _build_shim(cls, _thinker_config(facts), language_model)
-    deepstack = _add_deepstack(shim, module, facts, table) if family == QWEN3_OMNI else {}
+    hooks = families.get(family).hooks()
+    prepare = getattr(hooks, "prepare_real_shim", None)
+    extra = prepare(shim, module, facts, table) if prepare is not None else {}
     tag, tag_source = _modality_tagger()
     head = gitsource.head_commit(root)
     dirty = gitsource.is_dirty(root)
@@ -464,7 +401,7 @@ def build_vllm_omni_target(
             "transformers": package_version("transformers"),
         },
         "modality_tag": tag_source,
-        **deepstack,
+        **extra,
         **lm_metadata(lm_shim, language_model),
     }
     return Target(
@@ -477,7 +414,7 @@ def build_vllm_omni_target(
         },
         tag=tag,
         metadata=metadata,
-        modules=OWN_MODULES,
+        modules=(*OWN_MODULES, hooks.__name__),
         checkout=str(root),
         family=family,
     )
