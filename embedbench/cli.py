@@ -129,6 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print the PR-format table of a results dir")
     rep.add_argument("results_dir")
     rep.add_argument("--html", metavar="OUT.html", help="also write a self-contained HTML report")
+    rep.add_argument(
+        "--pr-comment",
+        metavar="OUT.md",
+        help="also write a GitHub PR comment: OUT.md, its key figures as OUT-*.png beside "
+        "it and OUT.zip (the results, the executed notebook and HTML where found)",
+    )
+    rep.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --pr-comment's files"
+    )
     val = sub.add_parser("validate", help="check a results dir against the output schema")
     val.add_argument("results_dir")
     gate = sub.add_parser(
@@ -281,11 +290,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     result = load_results(args.results_dir)
     _note_unchecked()
+    if args.pr_comment:  # refused before anything is printed or written
+        from embedbench.report import prcomment
+
+        prcomment.check_destination(args.pr_comment, overwrite=args.overwrite)
     print_report(result)
+    written = []
     if args.html:
         from embedbench.report.html import write_html
 
-        print(f"\nhtml: {write_html(result, args.html)}")
+        written.append(write_html(result, args.html))
+        print(f"\nhtml: {written[-1]}")
+    if args.pr_comment:
+        comment = prcomment.write_pr_comment(
+            result, args.pr_comment, overwrite=args.overwrite, extra=written
+        )
+        print(f"\npr comment: {comment.markdown}")
+        for path in comment.figures:
+            print(f"  figure: {path}")
+        print(f"  zip: {comment.archive} ({len(comment.archived)} files)")
     return EXIT_OK
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 import embedbench
 from embedbench.config import (
@@ -370,23 +370,50 @@ def _metadata(
     }
 
 
+PROGRESS_STEP_PCT = 10  # away from a terminal, one line each time the run passes a step
+
+
+class _ProgressLines:
+    """Progress as a few plain lines on a stream that is not a terminal (a notebook's
+    stderr, a CI log): one per ``PROGRESS_STEP_PCT`` of the calls, nothing redrawn, no
+    widget (papermill would save a frozen one, and nbconvert an empty slot)."""
+
+    def __init__(self, total: int, stream: Any) -> None:
+        self.total, self.stream = max(total, 1), stream
+        self.done = 0
+        self.shown = 0  # the last step printed, in percent
+
+    def update(self, calls: int) -> None:
+        self.done = min(self.done + calls, self.total)
+        step = self.done * 100 // self.total // PROGRESS_STEP_PCT * PROGRESS_STEP_PCT
+        if step > self.shown:
+            self.shown = step
+            print(
+                f"embedbench: {step} % of {self.total} calls",
+                file=self.stream,
+                flush=True,
+            )
+
+    def close(self) -> None:
+        """Nothing to tear down: the lines are the record."""
+
+
 @contextmanager
 def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
-    """A progress bar that appears with the first finished calls (a run refused before
-    measuring prints nothing but its one line)."""
-    bar: list[tqdm] = []
+    """Progress on stderr that appears with the first finished calls (a run refused before
+    measuring prints nothing but its one line): a bar on a terminal, a line per tenth of
+    the calls elsewhere (``_ProgressLines``), nothing when not ``enabled``."""
+    bar: list[Any] = []
 
     def advance(calls: int) -> None:
+        if not enabled:
+            return
         if not bar:
-            bar.append(
-                tqdm(
-                    total=total,
-                    unit="call",
-                    desc="embedbench",
-                    disable=not enabled,
-                    file=sys.stderr,
-                )
-            )
+            stream = sys.stderr
+            if stream.isatty():
+                bar.append(tqdm(total=total, unit="call", desc="embedbench", file=stream))
+            else:
+                bar.append(_ProgressLines(total, stream))
         bar[0].update(calls)
 
     try:

@@ -200,7 +200,7 @@ COMPARE = new_notebook(
             %matplotlib inline
             from IPython.display import display
 
-            from embedbench.report import gate, sections, tables
+            from embedbench.report import compare, gate, sections, tables
             from embedbench.report.sections import show
             from embedbench.config import CompareConfig
             """),
@@ -214,23 +214,25 @@ COMPARE = new_notebook(
             config_call(CompareConfig)
             + dedent("""
                 with_reference = config.include_reference
-                runs = tables.load_runs(config.results_dirs, include_reference=with_reference)
-                reference = tables.reference_results() if with_reference else None
+                runs = compare.load_runs(config.results_dirs, include_reference=with_reference)
+                reference = compare.reference_results() if with_reference else None
                 mixed = dict(allow_mixed_windows=config.allow_mixed_windows)
-                tables.compared_windows(runs, reference, allow_mixed=config.allow_mixed_windows)
-                display(tables.styled(tables.runs_table(runs)))
+                compare.compared_windows(runs, reference, allow_mixed=config.allow_mixed_windows)
+                display(tables.styled(compare.runs_table(runs, reference)))
                 """)
         ),
         md("""
             ## Before/after per run
 
-            One table per family: Qwen2.5-Omni's and Qwen3-Omni's wrappers differ, so their
+            Each run's columns are headed by its key from the table above (A, B, …; PR for the
+            PR's table), so the long run names appear once. One table per family:
+            Qwen2.5-Omni's and Qwen3-Omni's wrappers differ, so their
             reductions never share a table. The PR's H100 table (PR #7477) sits beside the
             Qwen2.5-Omni runs; PR #7573 published no before/after table to set beside
             Qwen3-Omni's.
             """),
         code("""
-            for family, table in tables.compare_tables(runs, reference, **mixed).items():
+            for family, table in compare.compare_tables(runs, reference, **mixed).items():
                 print(family)
                 display(tables.styled(table))
             """),

@@ -44,6 +44,7 @@ TIERS = {
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_figures.py",  # runs built in memory: no harness run
         "test_interactive.py",  # the figures' tables and charts, from runs built in memory
+        "test_prcomment.py",  # the PR comment of runs built in memory
         "test_one_estimator.py",
         "test_outlier_workers.py",  # seeded simulations and in-memory rows: no harness run
         "test_makefile.py",  # make's own lines, papermill echoed: no run, no notebook

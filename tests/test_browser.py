@@ -335,10 +335,10 @@ def test_the_compare_view_hides_a_run_with_its_checkbox(driver, tmp_path):
     its marks; ticking it brings them back."""
     from nbconvert import HTMLExporter
 
-    from embedbench.report import tables
+    from embedbench.report import compare
 
     runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
-    data, metadata = sections.comparison(runs, tables.reference_results())[0].bundle()
+    data, metadata = sections.comparison(runs, compare.reference_results())[0].bundle()
     notebook = tmp_path / "compare.ipynb"
     nbformat.write(
         new_notebook(
@@ -371,3 +371,39 @@ def test_the_compare_view_hides_a_run_with_its_checkbox(driver, tmp_path):
     _wait_marks(driver, figure, "compare_points", 2 + 2 + 6)
     driver.save_screenshot(str(tmp_path / "compare.png"))
     assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_an_outlier_workers_blocks_are_hollow_on_its_band_with_the_reason(driver, tmp_path):
+    """The paired chart of a run with an outlier worker: its span shaded amber among the
+    others' (every other one grey), its blocks hollow, hovering one shows why."""
+    result = make_result(workers=5, blocks=30, outlier_worker=2, cases=("audio",))
+    table = figuredata.paired_table(result)
+    page = tmp_path / "outlier-worker.html"
+    write_html(result, page)
+    driver.get_log("browser")
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 60).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-eb-charts")
+    )
+    items = [item for section in sections.REPORT_SECTIONS for item in section.render(result)]
+    charts = str(sum(isinstance(item, views.View) for item in items))
+    assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-eb-charts") == charts
+    figure = _chart(driver, PAIRED)
+    spans = figuredata.worker_spans(table)
+    shaded = spans[spans["shade"] | spans["outlier_worker"]]
+    assert len(_marks(figure, "worker_spans")) == len(shaded) == 3  # w0, w2 (amber), w4
+    labels = [t.text for t in figure.find_elements(By.CSS_SELECTOR, "g.worker_labels_marks text")]
+    assert labels == ["w0", "w1", "w2 outlier", "w3", "w4"]
+    points = _marks(figure, "paired_points")
+    assert len(points) == len(table)
+    fills = [p.get_attribute("fill") for p in points]
+    assert [i for i, f in enumerate(fills) if f == "white"] == list(
+        table.index[table["outlier_worker"]]
+    )
+    _pointer_to(driver, points[13])
+    shown = _tooltip(driver)
+    assert shown["worker"] == "2" and shown["block"] == "13"
+    assert shown["outlier worker, why"] == table.loc[13, "worker_reason"]
+    assert "outlier worker" in shown["flags"]
+    driver.save_screenshot(str(tmp_path / "outlier-worker.png"))
+    assert not [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]

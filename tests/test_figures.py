@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE
-from embedbench.report import figuredata, interactive, sections, static, tables, views
+from embedbench.report import compare, figuredata, interactive, sections, static, tables, views
 from embedbench.report.html import render_html
 from embedbench.report.results import RunResult
 from embedbench.report.summary import summary_row
@@ -43,8 +43,10 @@ def _records(
     tail: int,
     seed: int,
     t0: float,
+    outlier_worker: int | None = None,
 ) -> list[dict]:
-    """One case's block records: fixed is ``reduction`` faster, alternating run order."""
+    """One case's block records: fixed is ``reduction`` faster, alternating run order;
+    ``outlier_worker``'s blocks 15 pp less so, under a canary 50 % slower than the others'."""
     rng = np.random.default_rng(seed)
     records = []
     t = t0
@@ -56,6 +58,9 @@ def _records(
             ratio *= 1.0 + order_shift
         if block == outlier:
             ratio = 1.15
+        worker = block * workers // blocks
+        if worker == outlier_worker:
+            ratio += 0.15
         order = (first, VARIANTS[1 - VARIANTS.index(first)])
         for position, variant in enumerate(order):
             level = base if variant == "baseline" else base * ratio
@@ -79,9 +84,11 @@ def _records(
                     "cpu_mhz_start": 2600.0,
                     "cpu_mhz_end": 2600.0,
                     "minor_faults": 0,
-                    "worker": block * workers // blocks,
+                    "worker": worker,
                 }
             )
+            if outlier_worker is not None:
+                records[-1]["canary_us_end"] = 1500.0 if worker == outlier_worker else 1000.0
             t += 0.02
     return records
 
@@ -100,6 +107,7 @@ def make_result(
     device: str = "cpu",
     directory: str = "synthetic-run",
     seed: int = 7,
+    outlier_worker: int | None = None,
 ) -> RunResult:
     """A complete run of ``cases`` in memory, summarized as the runner summarizes."""
     records, summary = [], []
@@ -116,6 +124,7 @@ def make_result(
             tail=tail,
             seed=seed + i,
             t0=1000.0 + 100.0 * i,
+            outlier_worker=outlier_worker,
         )
         records += case_records
         summary.append(summary_row(case, tokens, case_records, seed=None))
@@ -243,6 +252,32 @@ def test_the_paired_view_rings_the_outlier_blocks_the_diagnostics_flag():
     assert "outlier block (diagnostics)" in _texts(fig)
 
 
+def test_the_paired_view_hollows_an_outlier_workers_blocks_and_names_its_reason():
+    result = make_result(workers=5, blocks=30, outlier_worker=2)
+    reason = "its canary 50 % above the others'"
+    fig = static.paired_blocks(result)
+    for ax in fig.axes:
+        hollow = [c for c in ax.collections if (c.get_gid() or "").endswith("-outlier-worker")]
+        x = sorted(int(v) for c in hollow for v in c.get_offsets()[:, 0])
+        assert x == list(range(12, 18))  # worker 2's blocks, and only those
+        assert all((c.get_facecolors()[:, 3] == 0).all() for c in hollow)  # hollow
+        filled = [c for c in ax.collections if c.get_gid() in ("first-baseline", "first-fixed")]
+        assert all((c.get_facecolors()[:, 3] == 1).all() for c in filled)
+        assert sorted(int(v) for c in filled for v in c.get_offsets()[:, 0]) == [
+            b for b in range(30) if not 12 <= b < 18
+        ]
+        [band] = [p for p in ax.patches if p.get_gid() == "outlier-worker"]
+        assert band.get_x() == pytest.approx(11.5) and band.get_width() == pytest.approx(6)
+        assert f"outlier worker w2: {reason}" in ax.get_title()
+        assert "w2 outlier" in [t.get_text() for t in ax.texts]
+    assert "an outlier worker's blocks (hollow, amber; why: in the title)" in _texts(fig)
+    assert f"outlier worker 2 (hollow points: {reason})" in fig.alt_text
+    clean = static.paired_blocks(make_result())
+    assert not _by_gid(clean, "outlier-worker")
+    assert not [c for c in clean.findobj() if (c.get_gid() or "").endswith("-outlier-worker")]
+    assert "outlier worker" not in clean.alt_text + " ".join(_texts(clean))
+
+
 def test_the_paired_view_draws_drift_and_an_order_effect_where_detected():
     drifting = make_result(drift=0.05, cases=("audio",))
     drift = drifting.summary[0]["diagnostics"]["drift"]
@@ -303,6 +338,28 @@ def test_the_forest_labels_and_colours_each_row_by_its_verdict():
     assert "95% interval the verdict uses" in ax.get_title()
     assert "t over 3 worker processes (2 df)" in ax.get_title()
     assert ax.get_xlabel() == "host latency reduction (%); positive: fixed is faster"
+
+
+def test_an_interval_past_the_axis_is_an_arrow_carrying_its_end():
+    result = make_result(cases=("text", "audio", "image"))
+    result.summary[0]["reduction_pct"] = -137.66
+    result.summary[0]["reduction_ci95_pct"] = [-15772.11, 96.44]
+    fig = static.reduction_forest(result)
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    assert (lo, hi) == pytest.approx(figuredata.axis_range(figuredata.forest_table(result)))
+    assert lo > -300  # not −16,000: Audio and Image keep their width
+    [arrow] = _by_gid(fig, "off-scale")
+    assert arrow.get_marker() == "<" and arrow.get_xdata()[0] == pytest.approx(lo)
+    assert arrow.get_ydata()[0] == 2  # Text, drawn top row of three
+    assert [a.get_text() for a in _by_gid(fig, "off-scale-label")] == ["-15772.1 %"]
+    assert "past the axis" in ax.get_xlabel()
+    runs = {"monday": result, "tuesday": make_result(seed=2, cases=("text", "audio", "image"))}
+    compare = static.compare_reductions(runs)
+    assert [a.get_text() for a in _by_gid(compare, "off-scale-label")] == ["-15772.1 %"]
+    assert compare.axes[0].get_xlim()[0] > -300
+    tame = static.reduction_forest(make_result())
+    assert not _by_gid(tame, "off-scale") and "past the axis" not in tame.axes[0].get_xlabel()
 
 
 def test_reduction_label_shows_a_level_below_95_percent():
@@ -421,37 +478,57 @@ def test_families_get_separate_compare_tables_and_the_prs_table_only_beside_its_
     qwen3 = copy.deepcopy(make_result(directory="b"))
     qwen3.metadata["family"] = "qwen3-omni"
     runs = {tables.run_label(qwen25): qwen25, tables.run_label(qwen3): qwen3}
-    reference = tables.reference_results()
-    by_family = tables.compare_tables(runs, reference)
+    reference = compare.reference_results()
+    by_family = compare.compare_tables(runs, reference)
     assert list(by_family) == ["Qwen2.5-Omni", "Qwen3-Omni"]
-    assert any(c.startswith("PR #7477") for c in by_family["Qwen2.5-Omni"].columns)
-    assert not any(c.startswith("PR #7477") for c in by_family["Qwen3-Omni"].columns)
-    assert all(c.startswith("Qwen3-Omni") for c in by_family["Qwen3-Omni"].columns)
+    assert any(c.startswith("PR: ") for c in by_family["Qwen2.5-Omni"].columns)
+    assert not any(c.startswith("PR: ") for c in by_family["Qwen3-Omni"].columns)
+    assert all(c.startswith("B: ") for c in by_family["Qwen3-Omni"].columns)  # one key each
+    assert compare.runs_table(runs, reference)["key"].tolist() == ["A", "B", "PR"]
     # Only the PR's table: still one table, for its family.
-    assert list(tables.compare_tables({"b": qwen3}, reference)) == ["Qwen3-Omni", "Qwen2.5-Omni"]
+    assert list(compare.compare_tables({"b": qwen3}, reference)) == ["Qwen3-Omni", "Qwen2.5-Omni"]
     # Runs of different families are never differenced.
-    assert tables.configuration(qwen25) != tables.configuration(qwen3)
+    assert compare.configuration(qwen25) != compare.configuration(qwen3)
+
+
+def test_the_compare_table_heads_each_run_with_a_short_key_named_once_in_the_runs_table():
+    runs = {
+        f"Qwen2.5-Omni · CPU · reference · synthetic · run {i}": make_result(seed=i)
+        for i in range(3)
+    }
+    reference = compare.reference_results()
+    table = compare.compare_table(runs, reference)
+    groups = list(dict.fromkeys(c.split(":")[0] for c in table.columns))
+    assert groups == ["A", "B", "C", "PR"]
+    assert max(len(c) for c in table.columns) <= len("PR: before (μs)") + 1
+    legend = compare.runs_table(runs, reference)
+    assert legend["key"].to_dict() == {
+        **dict(zip(runs, "ABC", strict=True)),
+        **{compare.reference_name(reference): "PR"},
+    }
+    assert legend.loc[compare.reference_name(reference), "status"] == "published"
+    assert compare.run_keys({str(i): None for i in range(28)})["27"] == "AB"  # after Z
 
 
 def test_cpu_beside_gpu_gets_a_caption():
     runs = {"cpu run": make_result(), "gpu run": make_result(device="cuda")}
-    caption = tables.regime_caption(runs)
+    caption = compare.regime_caption(runs)
     assert caption.startswith("CPU rows sit beside GPU rows: on CPU each lookup of 1172 tokens")
     assert "copies 8.4 MB, which dominates the call" in caption
-    assert tables.regime_caption({"cpu run": make_result()}) is None
+    assert compare.regime_caption({"cpu run": make_result()}) is None
     shown = sections.comparison(runs)
     assert not any(isinstance(item, sections.Note) and "CPU rows" in item.text for item in shown)
     assert caption in shown[0].alt_text  # once: under the figure and in its alt text
-    with_reference = tables.regime_caption({"cpu run": make_result()}, tables.reference_results())
+    with_reference = compare.regime_caption({"cpu run": make_result()}, compare.reference_results())
     assert "18.2 % on PR #7477 (NVIDIA H100 80GB)" in with_reference
-    fig = static.compare_reductions({"cpu run": make_result()}, tables.reference_results())
+    fig = static.compare_reductions({"cpu run": make_result()}, compare.reference_results())
     assert fig.get_supxlabel().replace("\n", " ") == with_reference
     assert with_reference in fig.alt_text
 
 
 def test_runs_of_one_configuration_get_a_row_wise_difference_with_its_interval():
     runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
-    found = tables.differences(runs)
+    found = compare.differences(runs)
     assert [(d["a"], d["b"], d["case"]) for d in found] == [
         ("monday", "tuesday", "audio"),
         ("monday", "tuesday", "interleaved"),
@@ -463,20 +540,20 @@ def test_runs_of_one_configuration_get_a_row_wise_difference_with_its_interval()
             rows[1]["reduction_pct"] - rows[0]["reduction_pct"]
         )
         assert diff.low < diff.difference_pp < diff.high and diff.excludes_zero
-    table = tables.difference_table(runs)
+    table = compare.difference_table(runs)
     assert list(table["Runs (B − A)"]) == ["tuesday − monday"] * 2
     assert set(table["Reading"]) == {"the runs differ"}
     fig = static.compare_reductions(runs)
     assert len(fig.axes) == 2 and len(_by_gid(fig, "difference")) == 2
     # Another device is another configuration: no difference, no second panel.
     mixed = {"cpu": make_result(), "gpu": make_result(device="cuda")}
-    assert tables.differences(mixed) == [] and tables.difference_table(mixed).empty
+    assert compare.differences(mixed) == [] and compare.difference_table(mixed).empty
     assert len(static.compare_reductions(mixed).axes) == 1
 
 
 def test_a_one_process_run_gets_no_difference_interval():
     runs = {"a": make_result(workers=1), "b": make_result(workers=1, seed=3)}
-    assert {d["difference"] for d in tables.differences(runs)} == {
+    assert {d["difference"] for d in compare.differences(runs)} == {
         "n/a: needs a between-process interval (2+ workers) in both runs"
     }
 
@@ -499,3 +576,54 @@ def test_the_canary_trace_shows_each_block_edge_and_each_workers_median():
     assert "700–709 µs" in fig.alt_text and "host stable" in fig.alt_text
     rendered = [v.figure for v in sections.cpu_frequency(result) if isinstance(v, views.View)]
     assert fig.axes[0].get_title() in [f.axes[0].get_title() for f in rendered]
+
+
+def test_the_parameter_and_environment_tables_say_unset_or_which_kind_of_missing(monkeypatch):
+    import sys
+    import types
+
+    from embedbench.config import RunConfig
+    from embedbench.harness import sysinfo
+
+    config = tables.config_table(RunConfig())
+    assert "" not in set(config["value"])
+    assert config.loc["model", "value"] == "unset (the embedded synthetic default)"
+    assert config.loc["cpu_core", "value"] == "unset (the lowest allowed core)"
+    assert config.loc["output_dir", "value"].startswith("unset (./embedbench-results/")
+    assert tables.unset_text("a results dir") == "unset"
+    versions = {"python": "3.11", "torch": "2.5", "cuda": None, "vllm": None, "numpy": "2.0"}
+    monkeypatch.setattr(sysinfo, "versions", lambda: dict(versions))
+    monkeypatch.setattr(sysinfo, "host_facts", lambda: {"cpu_model": None, "logical_cpus": 2})
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    env = tables.environment_table()["value"]
+    assert "" not in set(env)
+    assert env["vllm"] == "not installed" and env["cpu_model"] == "not found on this machine"
+    assert env["cuda"] == "not read (torch not imported in this process)"
+    result = make_result()
+    result.metadata.pop("cpu_core")
+    result.metadata["target"] = "vllm-omni"
+    prov = tables.provenance_table(result)["value"]
+    assert "" not in set(prov) and prov["cpu core"] == "not recorded"
+    assert prov["vllm / vllm-omni / transformers"] == "not recorded / not recorded / not recorded"
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    assert tables.environment_table()["value"]["cuda"] == "none (a CPU build of torch)"
+
+
+def test_the_interval_section_splits_its_table_and_names_a_shared_method_once():
+    result = make_result()
+    verdict, pooled, method = tables.verdict_tables(result)
+    full = tables.statistics_table(result)
+    assert method == "t over 3 worker processes (2 df)"
+    assert list(verdict.columns) == ["Input", "Interval", "Level", "Verdict", "MDE", "Host speed"]
+    assert list(pooled.columns) == [
+        "Input", "HL estimate (pooled)", "HL interval (pooled)", "Wilcoxon p", "Blocks", "Valid"
+    ]  # fmt: skip
+    assert set(verdict.columns) | set(pooled.columns) == set(full.columns) - {"Method"}
+    assert max(len(verdict.columns), len(pooled.columns)) <= 7  # each fits ~900 px
+    items = sections.interval_and_verdict(result)
+    assert [type(i).__name__ for i in items] == ["Table", "Note", "Table", "View"]
+    assert items[1].text == f"Interval method, every row: {method}."
+    mixed = copy.deepcopy(result)
+    mixed.summary[1]["interval_method"] = "hodges_lehmann"
+    verdict, _, method = tables.verdict_tables(mixed)
+    assert method is None and verdict["Method"].nunique() == 2  # differing: a column again

@@ -24,7 +24,7 @@ from test_figures import make_result  # the in-memory runs the figure tests buil
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
 from embedbench.harness.stability import assess_host
-from embedbench.report import figuredata, interactive, sections, static, tables, views
+from embedbench.report import compare, figuredata, interactive, sections, static, views
 from embedbench.report.html import render_html
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def _views(result) -> list[views.View]:
 
 
 def reference_series() -> str:
-    return tables.reference_name(tables.reference_results())
+    return compare.reference_name(compare.reference_results())
 
 
 def _units(spec: dict) -> list[dict]:
@@ -89,6 +89,44 @@ def test_the_paired_table_has_each_complete_block_once_with_its_flags():
         ]
         assert list(sub["reduction_pct"]) == pytest.approx(expected)
     assert table["canary_us"].isna().all()  # a run from before the canary
+
+
+def test_the_paired_table_marks_an_outlier_workers_blocks_with_its_reason():
+    result = make_result(workers=5, blocks=30, outlier_worker=2)
+    table = figuredata.paired_table(result)
+    for case in ("audio", "interleaved"):
+        assert result.summary_row(case, 1172)["diagnostics"]["outlier_workers"]["flagged"] == [2]
+        sub = figuredata.case_paired(table, case, 1172)
+        odd = sub["worker"] == 2
+        assert list(sub.index[sub["outlier_worker"]]) == list(sub.index[odd]) == list(range(12, 18))
+        assert set(sub.loc[odd, "worker_reason"]) == {"its canary 50 % above the others'"}
+        assert sub.loc[~odd, "worker_reason"].isna().all()
+        assert all("outlier worker" in f for f in sub.loc[odd, "flags"])
+        assert not any("outlier worker" in f for f in sub.loc[~odd, "flags"])
+    clean = figuredata.paired_table(make_result())
+    assert not clean["outlier_worker"].any() and clean["worker_reason"].isna().all()
+
+
+def test_the_worker_spans_are_each_workers_consecutive_blocks():
+    table = figuredata.paired_table(make_result(workers=5, blocks=30, outlier_worker=2))
+    spans = figuredata.worker_spans(table)
+    assert list(spans.columns) == list(figuredata.SPAN_COLUMNS)
+    audio = spans[spans["case"] == "audio"]
+    assert list(audio["worker"]) == [0, 1, 2, 3, 4]
+    assert list(zip(audio["start"], audio["end"], strict=True)) == [
+        (6 * w, 6 * w + 5) for w in range(5)
+    ]
+    assert list(audio["blocks"]) == [6] * 5 and list(audio["shade"]) == [True, False] * 2 + [True]
+    assert list(audio["outlier_worker"]) == [False, False, True, False, False]
+    assert audio["worker_reason"].tolist()[2] == "its canary 50 % above the others'"
+    # A worker that comes back later is a second span; one worker alone is no span at all.
+    moved = table.copy()
+    moved.loc[(moved["case"] == "audio") & (moved["order"] == 29), "worker"] = 0
+    assert list(figuredata.worker_spans(moved).query("case == 'audio'")["worker"]) == [
+        *(0, 1, 2, 3, 4, 0)
+    ]
+    single = table.assign(worker=0)
+    assert figuredata.worker_spans(single).empty
 
 
 def test_the_edge_table_has_both_edges_of_every_half():
@@ -141,6 +179,29 @@ def test_the_png_and_the_chart_of_the_paired_view_draw_one_table():
     dots = [c for c in ax.collections if (c.get_gid() or "").startswith("first-")]
     drawn = sorted((x, y) for c in dots for x, y in c.get_offsets())
     assert [y for _, y in drawn] == pytest.approx(list(audio["reduction_pct"]))
+
+
+def test_the_paired_chart_shades_the_workers_and_hollows_an_outlier_workers_blocks():
+    result = make_result(workers=5, blocks=30, outlier_worker=2)
+    table = figuredata.paired_table(result)
+    spec = views.paired_blocks(result).spec
+    layers = {u.get("name"): u for u in _units(spec)}
+    assert layers["worker_spans"]["data"]["values"] == interactive.records(
+        figuredata.worker_spans(table)
+    )
+    assert {"filter": interactive.SELECTED} in layers["worker_spans"]["transform"]
+    points = layers["paired_points"]["encoding"]
+    assert points["fill"]["condition"] == {"test": "datum.outlier_worker", "value": "white"}
+    assert points["fill"]["field"] == points["stroke"]["field"] == "first_label"
+    tooltip = {t["field"]: t["title"] for t in points["tooltip"]}
+    assert tooltip["worker_reason"] == "outlier worker, why"
+    assert "worker_reason" in {t["field"] for t in layers["worker_labels"]["encoding"]["tooltip"]}
+    # Without an outlier worker the reason is no tooltip row; with one worker, no shading.
+    plain = views.paired_blocks(make_result()).spec
+    [points] = [u for u in _units(plain) if u.get("name") == "paired_points"]
+    assert "worker_reason" not in {t["field"] for t in points["encoding"]["tooltip"]}
+    alone = views.paired_blocks(make_result(workers=1)).spec
+    assert {u.get("name") for u in _units(alone)} == {None, "outlier_rings", "paired_points"}
 
 
 def test_every_view_has_tooltips_zoom_and_the_case_and_length_menus():
@@ -235,7 +296,7 @@ def test_the_static_figures_stay_matplotlib_figures():
 
 def test_the_compare_view_draws_each_runs_reductions_from_one_table():
     runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
-    reference = tables.reference_results()
+    reference = compare.reference_results()
     table = figuredata.compare_table(runs, reference)
     assert list(dict.fromkeys(table["series"])) == ["monday", "tuesday", reference_series()]
     monday = table[table["series"] == "monday"]
@@ -258,3 +319,49 @@ def test_the_compare_view_draws_each_runs_reductions_from_one_table():
     expected = [sorted(rows["reduction_pct"]) for _, rows in table.groupby("series", sort=False)]
     assert drawn == [pytest.approx(e) for e in expected]
     assert isinstance(sections.comparison(runs, reference)[0], views.View)
+
+
+# --- intervals past the axis --------------------------------------------------------------
+
+
+def _wild():
+    """Three cases, Text's interval the quick run's: −137.66 % [−15772.11 %, 96.44 %]."""
+    result = make_result(cases=("text", "audio", "image"))
+    result.summary[0]["reduction_pct"] = -137.66
+    result.summary[0]["reduction_ci95_pct"] = [-15772.11, 96.44]
+    return result
+
+
+def test_one_wild_interval_does_not_stretch_the_axis_and_is_listed_off_scale():
+    forest = figuredata.forest_table(_wild())
+    lo, hi = figuredata.axis_range(forest)
+    assert -300 < lo < -137.66 and 96.44 < hi < 110  # the estimates and the sane ends
+    ends = figuredata.off_scale(forest, lo, hi)
+    assert ends.to_dict("records") == [{"row": 0, "side": "low", "value": -15772.11}]
+    tame = figuredata.forest_table(make_result(cases=("text", "audio")))
+    lo, hi = figuredata.axis_range(tame)
+    assert lo < 0 < tame["low"].min() <= tame["high"].max() < hi  # 0 and every interval
+    assert figuredata.off_scale(tame, lo, hi).empty
+
+
+def test_the_forest_and_compare_charts_fit_their_axis_and_print_the_ends_past_it():
+    result = _wild()
+    lo, hi = figuredata.axis_range(figuredata.forest_table(result))
+    spec = views.reduction_forest(result).spec
+    units = {u.get("name"): u for u in _units(spec)}
+    scales = [u["encoding"]["x"]["scale"] for u in _units(spec) if "field" in u["encoding"]["x"]]
+    assert scales and all(s["domain"] == [round(lo, 3), round(hi, 3)] for s in scales)
+    assert all(u["mark"]["clip"] for u in _units(spec) if "field" in u["encoding"]["x"])
+    assert units["off_scale_low"]["data"]["values"] == [
+        {"row": "Text", "side": "low", "end_text": "◀ -15772.1 %"}
+    ]
+    assert "off_scale_high" not in units
+    runs = {"monday": result, "tuesday": make_result(seed=2, cases=("text", "audio", "image"))}
+    compare = views.compare_reductions(runs).spec
+    [end] = [u for u in _units(compare) if u.get("name") == "off_scale_low"]
+    assert end["data"]["values"] == [
+        {"row": "Text", "series": "monday", "side": "low", "end_text": "◀ -15772.1 %"}
+    ]
+    assert end["transform"][-1] == compare["transform"][0]  # hidden with its run
+    tame = views.reduction_forest(make_result()).spec
+    assert not [u for u in _units(tame) if (u.get("name") or "").startswith("off_scale")]

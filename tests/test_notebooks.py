@@ -153,6 +153,13 @@ def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_p
     assert {r["case"] for r in summary} == set(CASES) and all(r["blocks"] == 20 for r in summary)
     assert all(r["workers"] == 5 for r in summary)  # the default design: 5 worker processes
     _assert_charts_keep_their_pngs(nb, at_least=5)  # forest, paired, per block, per call, canary
+    # Progress as a few stderr lines: no widget for papermill to save frozen, no redraws.
+    assert not [
+        o for o in _outputs(nb) if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
+    progress = [line for line in _text(nb).splitlines() if line.startswith("embedbench: ")]
+    assert progress[-1].startswith("embedbench: 100 % of ") and len(progress) <= 10
+    assert "\r" not in _text(nb)
     assert (tmp_path / "run.ipynb").stat().st_size <= SIZE_BUDGET
 
     rendered = _execute("report.ipynb", tmp_path / "report.ipynb", results_dir=str(out_dir))

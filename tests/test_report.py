@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from embedbench import ConfigError, load_results
 from embedbench.config import RunConfig
 from embedbench.omni.scenarios import CASE_LABELS, CASES
-from embedbench.report import interactive, static, tables
+from embedbench.report import compare, interactive, static, tables
 from embedbench.report.html import render_html, write_html
 
 
@@ -125,18 +125,22 @@ def test_frequency_trace_says_when_frequency_is_not_observable(result):
 
 
 def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
-    reference = tables.reference_results()
+    reference = compare.reference_results()
     assert reference["rows"][1]["reduction_pct"] == 18.23
-    runs = tables.load_runs([str(small_run_dir)], include_reference=True)
-    table = tables.compare_table(runs, reference)
-    assert table.loc["Audio", "PR #7477 (NVIDIA H100 80GB): before (μs)"] == "104.32"
+    runs = compare.load_runs([str(small_run_dir)], include_reference=True)
+    table = compare.compare_table(runs, reference)
+    assert table.loc["Audio", "PR: before (μs)"] == "104.32"
     name = "Qwen2.5-Omni · CPU · reference · synthetic"  # one run: its label is unique
-    assert table.loc["Audio", f"{name}: before (μs)"] == tables.pr_table(result)["Before (μs)"][1]
+    assert table.loc["Audio", "A: before (μs)"] == tables.pr_table(result)["Before (μs)"][1]
+    assert compare.runs_table(runs, reference)["key"].to_dict() == {
+        name: "A",
+        "PR #7477 (NVIDIA H100 80GB)": "PR",
+    }
     assert _axes_with_data(static.compare_reductions(runs, reference)) == 1
-    assert list(tables.runs_table(runs).index) == [name]
-    assert tables.runs_table(runs).loc[name, "directory"] == str(small_run_dir)
+    assert list(compare.runs_table(runs).index) == [name]
+    assert compare.runs_table(runs).loc[name, "directory"] == str(small_run_dir)
     with pytest.raises(ConfigError, match="at least 2"):
-        tables.load_runs([str(small_run_dir)], include_reference=False)
+        compare.load_runs([str(small_run_dir)], include_reference=False)
 
 
 def test_html_export_is_self_contained(result, tmp_path):
@@ -222,8 +226,8 @@ def test_the_built_in_replica_shows_no_checkout_refs_or_vllm_versions(result):
 
 
 def test_runs_table_shows_the_start_as_iso_utc(result, small_run_dir):
-    runs = tables.load_runs([str(small_run_dir)], include_reference=True)
-    started = tables.runs_table(runs).loc["Qwen2.5-Omni · CPU · reference · synthetic", "started"]
+    runs = compare.load_runs([str(small_run_dir)], include_reference=True)
+    started = compare.runs_table(runs).loc["Qwen2.5-Omni · CPU · reference · synthetic", "started"]
     expected = datetime.fromtimestamp(result.metadata["start_time"], tz=timezone.utc)
     assert started == expected.isoformat(timespec="seconds") and started.endswith("+00:00")
 

@@ -217,3 +217,28 @@ def test_no_secret_reaches_any_output_file_or_notebook(small_checkpoint, tmp_pat
     assert "OMP_NUM_THREADS" in text  # the allow-listed variable is shown ...
     _assert_no_secret(text, "the executed notebook")  # ... and no secret is
     nbformat.validate(nbformat.read(executed, as_version=4))
+
+
+def test_progress_away_from_a_terminal_is_a_line_per_tenth_and_no_bar(monkeypatch):
+    import io
+
+    from embedbench import runner
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, enabled in ((io.StringIO(), True), (io.StringIO(), False), (Terminal(), True)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with runner._progress_bar(200, enabled) as advance:
+            for _ in range(40):
+                advance(5)
+        text = stream.getvalue()
+        if not enabled:
+            assert text == ""
+        elif isinstance(stream, Terminal):
+            assert "\r" in text and "200/200" in text  # tqdm's bar, redrawn in place
+        else:
+            assert text.splitlines() == [
+                f"embedbench: {p} % of 200 calls" for p in range(10, 101, 10)
+            ]

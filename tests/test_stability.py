@@ -25,7 +25,7 @@ from embedbench.harness.canary import (
     source_bytes,
 )
 from embedbench.measure import HostWatch
-from embedbench.report import gate, tables
+from embedbench.report import compare, gate, tables
 from embedbench.report.results import RunResult
 
 
@@ -339,15 +339,15 @@ def test_compare_tells_when_the_canary_levels_differ_enough_to_explain_a_differe
         reading = stability.assess_host(_records({0: _quiet(40, level=level)})).to_json()
         return _result(reading)
 
-    assert tables.canary_ratio(run(700.0), run(700.0 * 1.3)) == pytest.approx(1.3, rel=0.03)
-    assert tables.canary_ratio(run(700.0), _result(None)) is None
+    assert compare.canary_ratio(run(700.0), run(700.0 * 1.3)) == pytest.approx(1.3, rel=0.03)
+    assert compare.canary_ratio(run(700.0), _result(None)) is None
     from embedbench.harness.stats import ReductionDifference
 
     differ = ReductionDifference(5.0, 2.0, 8.0, 0.95, 8.0, (5, 5))
-    assert "the host may explain" in tables._difference_reading(differ, 1.3)
-    assert tables._difference_reading(differ, 1.02) == "the runs differ"
+    assert "the host may explain" in compare._difference_reading(differ, 1.3)
+    assert compare._difference_reading(differ, 1.02) == "the runs differ"
     same = ReductionDifference(0.5, -2.0, 3.0, 0.95, 8.0, (5, 5))
-    assert tables._difference_reading(same, 1.3) == "no detectable difference"
+    assert compare._difference_reading(same, 1.3) == "no detectable difference"
 
 
 def test_a_cases_own_canary_level_is_compared_where_both_rows_carry_one():
@@ -357,10 +357,10 @@ def test_a_cases_own_canary_level_is_compared_where_both_rows_carry_one():
         return RunResult(Path("run"), {"host_stability": reading}, [], [], [row])
 
     a, b = run(1000.0, 700.0), run(1150.0, 700.0)
-    assert tables.canary_ratio(a, b, "audio", 1172) == pytest.approx(1.15)
-    assert tables.canary_ratio(a, b) == pytest.approx(1.0, rel=0.03)  # the runs' levels
+    assert compare.canary_ratio(a, b, "audio", 1172) == pytest.approx(1.15)
+    assert compare.canary_ratio(a, b) == pytest.approx(1.0, rel=0.03)  # the runs' levels
     older = run(None, 700.0 * 1.2)  # a row without its level: the runs' levels instead
-    assert tables.canary_ratio(a, older, "audio", 1172) == pytest.approx(1.2, rel=0.03)
+    assert compare.canary_ratio(a, older, "audio", 1172) == pytest.approx(1.2, rel=0.03)
     records = [
         {"worker": 0, "case": "audio", "tokens": 1172, "scope": "s", "canary_us_start": None},
         {"worker": 0, "case": "audio", "tokens": 1172, "scope": "s", "canary_us_end": 900.0},
@@ -412,8 +412,8 @@ def test_with_run_level_regimes_the_interval_holds_the_reduction_at_the_hosts_sp
         diff = stats.reduction_difference(
             a["summary"].interval.unit_reductions_pct, b["summary"].interval.unit_reductions_pct
         )
-        told.append(tables._difference_reading(diff, b["canary"] / a["canary"]))
-        told_blind.append(tables._difference_reading(diff, None))
+        told.append(compare._difference_reading(diff, b["canary"] / a["canary"]))
+        told_blind.append(compare._difference_reading(diff, None))
     assert told.count("the runs differ") / len(pairs) <= 0.06
     assert told_blind.count("the runs differ") / len(pairs) >= 0.15
 

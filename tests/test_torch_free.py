@@ -9,6 +9,7 @@ which imports of it were refused.
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -118,12 +119,21 @@ def test_cli_answers_without_torch(argv):
 
 
 def test_report_validate_gate_run_without_torch(small_run_dir, tmp_path):
-    out = tmp_path / "report.html"
-    report = _run(["-m", "embedbench", "report", str(small_run_dir), "--html", str(out)])
+    out, comment = tmp_path / "report.html", tmp_path / "comment.md"
+    argv = ["-m", "embedbench", "report", str(small_run_dir), "--html", str(out)]
+    report = _run([*argv, "--pr-comment", str(comment)])
     _assert_torch_free(report)
-    assert report.returncode == 0
+    assert report.returncode == 0, report.stderr
     assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in report.stdout
     assert out.stat().st_size > 10_000 and "<img" in out.read_text()
+    assert "<details>" in comment.read_text() and (tmp_path / "comment-forest.png").is_file()
+    with zipfile.ZipFile(tmp_path / "comment.zip") as bundle:
+        assert "report.html" in bundle.namelist()  # the HTML written beside it
+    # An existing comment is never replaced silently: one line, exit 2, nothing printed.
+    again = _run(["-m", "embedbench", "report", str(small_run_dir), "--pr-comment", str(comment)])
+    lines = [ln for ln in again.stderr.splitlines() if not ln.startswith("notorch:")]
+    assert again.returncode == 2 and again.stdout == ""
+    assert len(lines) == 1 and "already exists; pass --overwrite" in lines[0], again.stderr
 
     validate = _run(["-m", "embedbench", "validate", str(small_run_dir)])
     _assert_torch_free(validate)

@@ -11,16 +11,16 @@ from embedbench import load_results
 from embedbench.cli import main
 from embedbench.config import RunConfig
 from embedbench.errors import ConfigError
-from embedbench.report.compat import upgrade_metadata
-from embedbench.report.static import compare_reductions
-from embedbench.report.tables import (
+from embedbench.report.compare import (
     MixedWindowsError,
     compare_table,
     compared_windows,
     reference_results,
     runs_table,
-    timing_window,
 )
+from embedbench.report.compat import upgrade_metadata
+from embedbench.report.static import compare_reductions
+from embedbench.report.tables import timing_window
 
 
 def test_a_default_run_records_the_pr_window(small_run_dir):
@@ -71,8 +71,8 @@ def test_runs_of_different_windows_are_refused_side_by_side(small_run_dir, tmp_p
         compare_table(runs)
     assert "\n" not in str(refusal.value) and "allow_mixed_windows=True" in str(refusal.value)
     table = compare_table(runs, allow_mixed_windows=True)
-    assert "now [pr window]: reduction" in table.columns
-    assert "before [legacy window]: reduction" in table.columns
+    assert "A [pr window]: reduction" in table.columns  # now
+    assert "B [legacy window]: reduction" in table.columns  # before
     assert list(runs_table(runs)["timing window"]) == ["pr", "legacy"]
     with pytest.raises(MixedWindowsError):
         compare_reductions(runs)
@@ -84,7 +84,7 @@ def test_the_prs_table_counts_as_the_pr_window(small_run_dir, tmp_path):
     reference = reference_results()
     runs = {"now": load_results(small_run_dir)}
     assert compared_windows(runs, reference) == {"now": "pr", "PR #7477 (NVIDIA H100 80GB)": "pr"}
-    assert "now: reduction" in compare_table(runs, reference).columns  # one window: no labels
+    assert "A: reduction" in compare_table(runs, reference).columns  # one window: no labels
     runs = {"before": load_results(_copy_without_window(small_run_dir, tmp_path))}
     with pytest.raises(MixedWindowsError, match="PR #7477"):
         compare_table(runs, reference)

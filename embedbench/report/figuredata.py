@@ -18,13 +18,13 @@ import pandas as pd
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
 from embedbench.harness.timing import METRIC_ORDER
-from embedbench.report import tables
+from embedbench.report import compare, tables
 from embedbench.report.results import RunResult
 
 PAIRED_COLUMNS = (
     *("case", "label", "tokens", "order", "block", "worker", "first"),
-    *("baseline_us", "fixed_us", "reduction_pct", "outlier", "frequency_flag", "flags"),
-    *("wall_s", "cpu_mhz", "gpu_mhz", "canary_us"),
+    *("baseline_us", "fixed_us", "reduction_pct", "outlier", "frequency_flag"),
+    *("outlier_worker", "worker_reason", "flags", "wall_s", "cpu_mhz", "gpu_mhz", "canary_us"),
 )
 EDGE_COLUMNS = (
     *("case", "label", "tokens", "block", "worker", "variant", "edge"),
@@ -70,6 +70,14 @@ def _excursions(result: RunResult, sub: pd.DataFrame, case: str, tokens: int) ->
     return {int(blocks[i]) for i in flagged if i < len(blocks)}
 
 
+def outlier_worker_reasons(result: RunResult, case: str, tokens: int) -> dict[int, str]:
+    """The workers the diagnostics flag as outliers in one case (their own reduction
+    unsupported by the others'), each with its likely reason ({} when none)."""
+    found = diagnostics(result, case, tokens).get("outlier_workers") or {}
+    reasons = found.get("reasons") or {}
+    return {int(w): str(reasons.get(str(w), "")) for w in found.get("flagged") or []}
+
+
 def _case_blocks(
     result: RunResult, sub: pd.DataFrame, case: str, tokens: int, t0: float
 ) -> list[dict[str, Any]]:
@@ -77,6 +85,7 @@ def _case_blocks(
     diag = diagnostics(result, case, tokens)
     outliers = set((diag.get("outliers") or {}).get("flagged") or [])
     excursions = _excursions(result, sub, case, tokens)
+    odd_workers = outlier_worker_reasons(result, case, tokens)
     rows: list[dict[str, Any]] = []
     for block, pair in sub.groupby("block", sort=True):
         by_variant = {row["variant"]: row for _, row in pair.iterrows()}
@@ -87,9 +96,14 @@ def _case_blocks(
         known = all(_none_if_nan(p) is not None for p in positions.values())
         worker = _none_if_nan(by_variant[VARIANTS[0]]["worker"])
         order = len(rows)
+        odd = worker is not None and int(worker) in odd_workers
         flags = [
             name
-            for name, on in (("outlier", order in outliers), ("frequency", block in excursions))
+            for name, on in (
+                ("outlier", order in outliers),
+                ("frequency", block in excursions),
+                ("outlier worker", odd),
+            )
             if on
         ]
         rows.append(
@@ -106,6 +120,8 @@ def _case_blocks(
                 "reduction_pct": stats.reduction_pct(base, fixed),
                 "outlier": order in outliers,
                 "frequency_flag": block in excursions,
+                "outlier_worker": odd,
+                "worker_reason": odd_workers[int(worker)] if odd else None,
                 "flags": ", ".join(flags),
                 "wall_s": float(pair["wall_start"].min() - t0),
                 "cpu_mhz": _edge_mean(pair, "cpu_mhz"),
@@ -119,7 +135,8 @@ def _case_blocks(
 def paired_table(result: RunResult) -> pd.DataFrame:
     """One row per complete block of every case and length, in table then time order:
     both halves' medians (µs), the block's reduction, which variant ran first, the worker,
-    the diagnostics' flags (outlier, frequency excursion), and the block's mean MHz and
+    the diagnostics' flags (outlier, frequency excursion, a block of an outlier worker,
+    with that worker's likely reason in ``worker_reason``), and the block's mean MHz and
     canary over its halves' edges. ``order`` is the block's index in its case's time order
     (the x of the paired view); ``wall_s`` its start since the run's first block."""
     frame = tables.blocks_frame(result)
@@ -137,6 +154,48 @@ def case_paired(paired: pd.DataFrame, case: str, tokens: int) -> pd.DataFrame:
     """The rows of one case of ``paired_table``, indexed 0.. in time order."""
     sub = paired[(paired["case"] == case) & (paired["tokens"] == tokens)]
     return sub.reset_index(drop=True)
+
+
+SPAN_COLUMNS = (
+    *("case", "label", "tokens", "worker", "start", "end", "blocks", "shade"),
+    *("outlier_worker", "worker_reason"),
+)
+
+
+def worker_spans(paired: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of consecutive blocks (in time order) of one worker, per case and
+    length of ``paired_table``: its first and last ``order``, its block count, whether
+    it is shaded (every other span, so neighbours differ; cases with a single worker get
+    none) and whether its worker is an outlier (with the reason)."""
+    rows: list[dict[str, Any]] = []
+    for case, tokens in case_keys(paired) if len(paired) else []:
+        sub = case_paired(paired, case, tokens)
+        spans: list[dict[str, Any]] = []
+        for _, block in sub.iterrows():
+            worker = _none_if_nan(block["worker"])
+            if worker is None:
+                continue
+            if spans and spans[-1]["worker"] == worker and spans[-1]["end"] == block["order"] - 1:
+                spans[-1]["end"] = int(block["order"])
+                spans[-1]["blocks"] += 1
+                continue
+            spans.append(
+                {
+                    "case": case,
+                    "label": block["label"],
+                    "tokens": tokens,
+                    "worker": int(worker),
+                    "start": int(block["order"]),
+                    "end": int(block["order"]),
+                    "blocks": 1,
+                    "shade": len(spans) % 2 == 0,
+                    "outlier_worker": bool(block["outlier_worker"]),
+                    "worker_reason": block["worker_reason"],
+                }
+            )
+        if len({s["worker"] for s in spans}) > 1:
+            rows += spans
+    return pd.DataFrame(rows, columns=list(SPAN_COLUMNS))
 
 
 def edge_table(result: RunResult) -> pd.DataFrame:
@@ -247,6 +306,46 @@ def call_range(calls: pd.DataFrame) -> tuple[float, float]:
     )
 
 
+# The x range of an interval figure reaches past the estimates (and 0) by this many typical
+# interval widths, or this share of the estimates' own span, or this many points, the most
+# of the three; an interval end beyond it is off scale (drawn as an arrow with its number).
+REACH_WIDTHS = 3.0
+REACH_SPAN = 0.5
+REACH_FLOOR_PP = 5.0
+RANGE_PAD = 0.04
+
+
+def axis_range(frame: pd.DataFrame) -> tuple[float, float]:
+    """The x range of an interval figure (``forest_table``, ``compare_table``): every
+    estimate and 0, and each interval up to a reach that one wild interval (a quick run's
+    −15772 % lower end) cannot stretch, so the other cases keep their width; padded."""
+    points = frame["reduction_pct"].dropna().astype(float)
+    ends = frame[["low", "high"]].dropna().astype(float)
+    core_lo, core_hi = min([*points, 0.0]), max([*points, 0.0])
+    widths = (ends["high"] - ends["low"]).to_numpy()
+    typical = float(np.median(widths)) if widths.size else 0.0
+    reach = max(REACH_WIDTHS * typical, REACH_SPAN * (core_hi - core_lo), REACH_FLOOR_PP)
+    lo = max(min([*ends["low"], core_lo]), core_lo - reach)
+    hi = min(max([*ends["high"], core_hi]), core_hi + reach)
+    pad = RANGE_PAD * (hi - lo)
+    return lo - pad, hi + pad
+
+
+def off_scale(frame: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
+    """The interval ends of ``frame`` outside ``[lo, hi]``: one row per end, with its row's
+    index, which side (``low`` or ``high``) and its value."""
+    rows = [
+        {"row": i, "side": side, "value": float(v)}
+        for i, low, high in zip(frame.index, frame["low"], frame["high"], strict=True)
+        for side, v, out in (
+            ("low", low, not pd.isna(low) and low < lo),
+            ("high", high, not pd.isna(high) and high > hi),
+        )
+        if out
+    ]
+    return pd.DataFrame(rows, columns=["row", "side", "value"])
+
+
 def forest_table(result: RunResult) -> pd.DataFrame:
     """One row per valid case with an interval, in table order: the headline reduction,
     the verdict's interval, the verdict, its label, the interval's method, and the A/A
@@ -305,12 +404,12 @@ def compare_table(
     interval), in the runs' order: its series label (with its timing window when windows
     are mixed), the reduction and the verdict's interval (None where there is none).
     Runs timed in different windows are refused unless ``allow_mixed_windows``."""
-    seen = tables.compared_windows(
+    seen = compare.compared_windows(
         dict(runs), dict(reference) if reference else None, allow_mixed=allow_mixed_windows
     )
     rows = []
     for name, result in runs.items():
-        series = tables.series_label(name, seen)
+        series = compare.series_label(name, seen)
         for row in result.summary:
             if not row.get("valid") or row.get("reduction_pct") is None:
                 continue
@@ -319,7 +418,7 @@ def compare_table(
             reduction = float(row["reduction_pct"])
             rows.append((series, row["case"], label, int(row["tokens"]), reduction, *ci[:2]))
     if reference is not None:
-        series = tables.series_label(tables.reference_name(dict(reference)), seen)
+        series = compare.series_label(compare.reference_name(dict(reference)), seen)
         tokens = int(reference.get("tokens"))
         for row in reference["rows"]:
             label = CASE_LABELS.get(row["case"], row["case"])

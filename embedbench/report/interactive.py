@@ -15,6 +15,7 @@ carries those selections across its charts.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -23,13 +24,15 @@ import pandas as pd
 
 from embedbench.cases import VARIANTS
 from embedbench.harness import stats
-from embedbench.report import tables
+from embedbench.report import figuredata, tables
 
 MIME = "application/vnd.vegalite.v5+json"
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 WIDTH, HEIGHT = 560, 280  # with its legend, the width of JupyterLab's output area
 COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2", "not recorded": "#8c8c8c"}
 SHAPES = {"baseline": "circle", "fixed": "square", "not recorded": "diamond"}
+WORKER_SHADE, OUTLIER_WORKER_SHADE, OUTLIER_WORKER_TEXT = "#f0f0f0", "#fbe9c6", "#9a6700"
+SERIES = ("#1f6fb2", "#cf4520", "#1a7f37", "#8250df", "#bf8700", "#57606a")  # as the PNG's
 VERDICT_COLORS = {
     stats.FASTER: "#1a7f37",
     stats.SLOWER: "#d1242f",
@@ -54,6 +57,7 @@ BLOCK_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("fixed_us", "fixed µs", ".2f"),
     ("reduction_pct", "reduction (%)", ".2f"),
     ("flags", "flags", None),
+    ("worker_reason", "outlier worker, why", None),
     ("cpu_mhz", "CPU MHz", ".0f"),
     ("gpu_mhz", "GPU MHz", ".0f"),
     ("canary_us", "canary µs", ".1f"),
@@ -203,15 +207,81 @@ def _note(title: str, description: str, message: str) -> dict[str, Any]:
     )
 
 
-def paired_blocks(paired: pd.DataFrame, description: str) -> dict[str, Any]:
+def _worker_layers(spans: pd.DataFrame) -> list[dict[str, Any]]:
+    """Behind the blocks: every other worker's span shaded, an outlier worker's in amber,
+    each labelled (w0, w1, …; "w2 outlier") at the top, with a tooltip saying why."""
+    if spans.empty:
+        return []
+    data = {"values": records(spans)}
+    where = [
+        {"filter": SELECTED},
+        {"calculate": "datum.start - 0.5", "as": "x0"},
+        {"calculate": "datum.end + 0.5", "as": "x1"},
+        {"calculate": "(datum.start + datum.end) / 2", "as": "mid"},
+        {
+            "calculate": "'w' + datum.worker + (datum.outlier_worker ? ' outlier' : '')",
+            "as": "name",
+        },
+    ]
+    x = {"field": "x0", "type": "quantitative"}
+    tooltip = [
+        {"field": "worker", "title": "worker"},
+        {"field": "blocks", "title": "blocks in this span", "type": "quantitative"},
+        *_tooltip(spans, [("worker_reason", "outlier worker, why", None)]),
+    ]
+    return [
+        {
+            "name": "worker_spans",
+            "data": data,
+            "transform": [*where, {"filter": "datum.shade || datum.outlier_worker"}],
+            "mark": {"type": "rect"},
+            "encoding": {
+                "x": x,
+                "x2": {"field": "x1"},
+                "color": {
+                    "condition": {"test": "datum.outlier_worker", "value": OUTLIER_WORKER_SHADE},
+                    "value": WORKER_SHADE,
+                },
+                "tooltip": tooltip,
+            },
+        },
+        {
+            "name": "worker_labels",
+            "data": data,
+            "transform": where,
+            "mark": {"type": "text", "baseline": "top", "y": 4, "fontSize": 10},
+            "encoding": {
+                "x": {"field": "mid", "type": "quantitative"},
+                "text": {"field": "name"},
+                "color": {
+                    "condition": {"test": "datum.outlier_worker", "value": OUTLIER_WORKER_TEXT},
+                    "value": "#555",
+                },
+                "tooltip": tooltip,
+            },
+        },
+    ]
+
+
+def paired_blocks(
+    paired: pd.DataFrame, description: str, spans: pd.DataFrame | None = None
+) -> dict[str, Any]:
     """Each block's reduction against its index in time order, for the case and length
-    the menus pick; colour and shape: which variant ran first; outlier blocks ringed."""
+    the menus pick; colour and shape: which variant ran first; outlier blocks ringed.
+    Behind them each worker's span (``spans``, from ``figuredata.worker_spans``): an
+    outlier worker's amber, its blocks hollow, the reason in their tooltips."""
     title = "Paired blocks over time: each dot is one block's baseline/fixed pair"
     if paired.empty:
         return _note(title, description, "no complete block in this run")
+    first = {
+        "field": "first_label",
+        "title": "ran first",
+        "scale": {"domain": list(COLORS), "range": list(COLORS.values())},
+    }
     points = {
         "name": "paired_points",
-        "mark": {"type": "point", "filled": True, "cursor": "pointer"},
+        "transform": [{"filter": SELECTED}, _first_label()],
+        "mark": {"type": "point", "filled": True, "cursor": "pointer", "strokeWidth": 1.6},
         "params": _picks(),
         "encoding": {
             "x": {
@@ -219,17 +289,16 @@ def paired_blocks(paired: pd.DataFrame, description: str) -> dict[str, Any]:
                 "type": "quantitative",
                 "title": "block (time order)",
                 "axis": {"tickMinStep": 1, "format": "d"},
+                "scale": {"nice": False, "zero": False},
             },
             "y": {
                 "field": "reduction_pct",
                 "type": "quantitative",
                 "title": "block's reduction (%) = 100 × (1 − fixed / baseline)",
             },
-            "color": {
-                "field": "first_label",
-                "title": "ran first",
-                "scale": {"domain": list(COLORS), "range": list(COLORS.values())},
-            },
+            # an outlier worker's blocks hollow: white inside, ringed in their colour
+            "fill": {"condition": {"test": "datum.outlier_worker", "value": "white"}, **first},
+            "stroke": first,
             "shape": {
                 "field": "first_label",
                 "title": "ran first",
@@ -239,26 +308,30 @@ def paired_blocks(paired: pd.DataFrame, description: str) -> dict[str, Any]:
             "tooltip": _tooltip(paired, BLOCK_TOOLTIP),
         },
     }
+    # every block has a ring, seen only on an outlier block: a case with none draws an
+    # empty layer otherwise, which vega warns about (an infinite extent)
     rings = {
-        "transform": [{"filter": "datum.outlier"}],
+        "name": "outlier_rings",
+        "transform": [{"filter": SELECTED}],
         "mark": {"type": "point", "size": 320, "stroke": "black", "strokeWidth": 1.5},
         "encoding": {
             "x": {"field": "order", "type": "quantitative"},
             "y": {"field": "reduction_pct", "type": "quantitative"},
+            "strokeOpacity": {"condition": {"test": "datum.outlier", "value": 1}, "value": 0},
         },
     }
     zero = {
         "mark": {"type": "rule", "color": "grey", "strokeDash": [2, 2]},
         "encoding": {"y": {"datum": 0}},
     }
+    shading = _worker_layers(spans if spans is not None else pd.DataFrame())
     return _chart(
         title,
         description,
         {
             "params": selectors(paired),
             "data": {"values": records(paired)},
-            "transform": [{"filter": SELECTED}, _first_label()],
-            "layer": [zero, points, rings],
+            "layer": [*shading, zero, rings, points],
         },
     )
 
@@ -650,6 +723,8 @@ def reduction_forest(
         "scale": {"domain": list(VERDICT_COLORS), "range": list(VERDICT_COLORS.values())},
     }
     tooltip = _tooltip(rows, FOREST_TOOLTIP)
+    scale, ends = _off_scale_marks(rows, y)
+    x["scale"] = scale
     layers: list[dict[str, Any]] = [
         {
             "mark": {"type": "rule", "color": "grey", "strokeDash": [4, 3]},
@@ -671,10 +746,10 @@ def reduction_forest(
         )
     layers += [
         {
-            "mark": {"type": "rule", "strokeWidth": 3},
+            "mark": {"type": "rule", "strokeWidth": 3, "clip": True},
             "encoding": {
                 "y": y,
-                "x": {"field": "low", "type": "quantitative", "title": x["title"]},
+                "x": {"field": "low", "type": "quantitative", "title": x["title"], "scale": scale},
                 "x2": {"field": "high"},
                 "color": color,
                 "tooltip": tooltip,
@@ -719,11 +794,64 @@ def reduction_forest(
                 },
             }
         )
+    _fit_x(layers, scale)
+    layers += ends
     return _chart(
         title,
         description,
         {"height": max(28 * len(rows), 80), "data": {"values": records(rows)}, "layer": layers},
     )
+
+
+def _fit_x(layers: list[dict[str, Any]], scale: dict[str, Any]) -> None:
+    """Give every layer's x field the one fitted scale, and clip their marks to it."""
+    for layer in layers:
+        x = layer.get("encoding", {}).get("x", {})
+        if "field" in x:
+            x["scale"] = scale
+            mark = layer["mark"]
+            layer["mark"] = {**(mark if isinstance(mark, dict) else {"type": mark}), "clip": True}
+
+
+def _off_scale_marks(
+    rows: pd.DataFrame, y: dict[str, Any], offset: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The x scale of an interval chart, fit to ``figuredata.axis_range`` (zoom out with
+    the wheel for the rest), and a text mark at the chart's edge for each interval end
+    beyond it: an arrow and the end's number."""
+    lo, hi = figuredata.axis_range(rows)
+    scale = {"domain": [round(lo, 3), round(hi, 3)], "nice": False, "zero": False}
+    ends = figuredata.off_scale(rows, lo, hi)
+    if ends.empty:
+        return scale, []
+    marks = rows.loc[ends["row"]].reset_index(drop=True)
+    marks["side"] = list(ends["side"])
+    marks["end_text"] = [
+        f"◀ {v:.1f} %" if side == "low" else f"{v:.1f} % ▶"
+        for side, v in zip(ends["side"], ends["value"], strict=True)
+    ]
+    columns = [c for c in ("row", "series", "side", "end_text") if c in marks]
+    layers = []
+    for side, x, align in (("low", 2, "left"), ("high", WIDTH - 2, "right")):
+        mine = marks[marks["side"] == side]
+        if mine.empty:
+            continue
+        encoding: dict[str, Any] = {
+            "y": y,
+            "text": {"field": "end_text"},
+            "x": {"value": x},
+        }
+        if offset:
+            encoding["yOffset"] = offset
+        layers.append(
+            {
+                "name": f"off_scale_{side}",
+                "data": {"values": records(mine, columns)},
+                "mark": {"type": "text", "dy": -7, "fontSize": 10, "align": align},
+                "encoding": {**encoding, "color": {"value": "#57606a"}},
+            }
+        )
+    return scale, layers
 
 
 COMPARE_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
@@ -761,12 +889,61 @@ def compare_reductions(compare: pd.DataFrame, description: str) -> dict[str, Any
     offset = {"field": "series", "type": "nominal", "sort": runs}
     color = {
         "field": "series",
+        "type": "nominal",
         "title": "run",
         "sort": runs,
+        "scale": {"domain": runs, "range": [SERIES[i % len(SERIES)] for i in range(len(runs))]},
         "legend": {"orient": "bottom", "direction": "vertical", "labelLimit": 600},
     }
     tooltip = _tooltip(rows, COMPARE_TOOLTIP)
     x_title = "host latency reduction (%) with the verdict's 95 % interval"
+    scale, ends = _off_scale_marks(rows, y, offset)
+    layers: list[dict[str, Any]] = [
+        {
+            "mark": {"type": "rule", "color": "grey", "strokeDash": [4, 3]},
+            "encoding": {"x": {"datum": 0}},
+        },
+        {
+            "transform": [{"filter": "isValid(datum.low)"}],
+            "mark": {"type": "rule", "strokeWidth": 2},
+            "encoding": {
+                "y": y,
+                "yOffset": offset,
+                "x": {"field": "low", "type": "quantitative", "title": x_title},
+                "x2": {"field": "high"},
+                "color": color,
+                "tooltip": tooltip,
+            },
+        },
+        {
+            "name": "compare_points",
+            "mark": {"type": "point", "filled": True, "size": 60},
+            "params": [
+                {
+                    "name": "zoom",
+                    "select": {"type": "interval", "encodings": ["x"]},
+                    "bind": "scales",
+                },
+            ],
+            "encoding": {
+                "y": y,
+                "yOffset": offset,
+                "x": {"field": "reduction_pct", "type": "quantitative", "title": x_title},
+                "color": color,
+                "shape": {
+                    "condition": {"test": "isValid(datum.low)", "value": "circle"},
+                    "value": "diamond",
+                },
+                "tooltip": tooltip,
+            },
+        },
+    ]
+    _fit_x(layers, scale)
+    for end in ends:  # hidden with its run
+        end["transform"] = [
+            {"calculate": f"indexof({json.dumps(runs)}, datum.series)", "as": "run"},
+            {"filter": f"[{', '.join(p['name'] for p in shown)}][datum.run]"},
+        ]
     return _chart(
         title,
         description,
@@ -775,45 +952,6 @@ def compare_reductions(compare: pd.DataFrame, description: str) -> dict[str, Any
             "params": shown,
             "data": {"values": records(rows)},
             "transform": [{"filter": f"[{', '.join(p['name'] for p in shown)}][datum.run]"}],
-            "layer": [
-                {
-                    "mark": {"type": "rule", "color": "grey", "strokeDash": [4, 3]},
-                    "encoding": {"x": {"datum": 0}},
-                },
-                {
-                    "transform": [{"filter": "isValid(datum.low)"}],
-                    "mark": {"type": "rule", "strokeWidth": 2},
-                    "encoding": {
-                        "y": y,
-                        "yOffset": offset,
-                        "x": {"field": "low", "type": "quantitative", "title": x_title},
-                        "x2": {"field": "high"},
-                        "color": color,
-                        "tooltip": tooltip,
-                    },
-                },
-                {
-                    "name": "compare_points",
-                    "mark": {"type": "point", "filled": True, "size": 60},
-                    "params": [
-                        {
-                            "name": "zoom",
-                            "select": {"type": "interval", "encodings": ["x"]},
-                            "bind": "scales",
-                        },
-                    ],
-                    "encoding": {
-                        "y": y,
-                        "yOffset": offset,
-                        "x": {"field": "reduction_pct", "type": "quantitative", "title": x_title},
-                        "color": color,
-                        "shape": {
-                            "condition": {"test": "isValid(datum.low)", "value": "circle"},
-                            "value": "diamond",
-                        },
-                        "tooltip": tooltip,
-                    },
-                },
-            ],
+            "layer": [*layers, *ends],
         },
     )

@@ -1,7 +1,7 @@
 """The report's sections: one list for the notebooks and the HTML page.
 
 Each section has a title, a paragraph (markdown) and a function of the run that returns
-what it shows: tables (DataFrames), figures (``static.ReportFigure``, with alt text),
+what it shows: tables (``Table``: a DataFrame), figures (``static.ReportFigure``, with alt text),
 views (``views.View``: the figure's PNG and its interactive chart, docs/interactive.md),
 one-line notes and preformatted text. ``scripts/build_notebooks.py`` writes one markdown
 and one code cell per section (``show(sections.NAME(result))``); ``html.render_html``
@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from embedbench.report import static, tables, views
+from embedbench.report import compare, static, tables, views
 from embedbench.report.results import RunResult
 
 
@@ -29,12 +29,26 @@ class Note:
 
     text: str
 
+    def to_html(self) -> str:
+        """A paragraph in the note style."""
+        return f'<p class="note">{html.escape(self.text)}</p>'
+
+    def _ipython_display_(self) -> None:
+        print(self.text)
+
 
 @dataclass(frozen=True)
 class Preformatted:
     """Text shown as is (the PR's markdown, the diagnostics' notes)."""
 
     text: str
+
+    def to_html(self) -> str:
+        """A ``<pre>`` block."""
+        return f"<pre>{html.escape(self.text)}</pre>"
+
+    def _ipython_display_(self) -> None:
+        print(self.text)
 
 
 @dataclass(frozen=True)
@@ -43,8 +57,36 @@ class RawHtml:
 
     html: str
 
+    def to_html(self) -> str:
+        """The markup itself."""
+        return self.html
 
-Item = pd.DataFrame | static.ReportFigure | views.View | Note | Preformatted | RawHtml
+    def _ipython_display_(self) -> None:
+        from IPython.display import HTML, display
+
+        display(HTML(self.html))
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A table: styled in a notebook (``tables.styled``), plain ``<table>`` in the page."""
+
+    frame: pd.DataFrame
+
+    def to_html(self) -> str:
+        """The frame as an HTML table (its index only when it names the rows)."""
+        index = not isinstance(self.frame.index, pd.RangeIndex)
+        return self.frame.to_html(index=index, border=0, escape=True)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(tables.styled(self.frame))
+
+
+# What a section shows: each item renders itself, ``to_html()`` for the page and
+# ``_ipython_display_()`` in a notebook, so neither path asks what it is.
+Item = Table | views.View | static.ReportFigure | Note | Preformatted | RawHtml
 
 
 @dataclass(frozen=True)
@@ -71,12 +113,17 @@ def status(result: RunResult) -> list[Item]:
 def pr_format(result: RunResult) -> list[Item]:
     """The PR's before/after table, rendered and as markdown to paste."""
     pr = tables.pr_table(result)
-    return [pr, Preformatted(tables.to_pr_markdown(pr))]
+    return [Table(pr), Preformatted(tables.to_pr_markdown(pr))]
 
 
 def interval_and_verdict(result: RunResult) -> list[Item]:
-    """The statistics table and the forest plot of the verdict's intervals."""
-    return [tables.statistics_table(result), views.reduction_forest(result)]
+    """The statistics (``tables.verdict_tables``: the verdict's table, the interval's
+    method once when every row shares it, the pooled view) and the forest plot."""
+    verdict, pooled, method = tables.verdict_tables(result)
+    items: list[Item] = [Table(verdict)]
+    if method is not None:
+        items.append(Note(f"Interval method, every row: {method}."))
+    return [*items, Table(pooled), views.reduction_forest(result)]
 
 
 def paired_blocks(result: RunResult) -> list[Item]:
@@ -87,7 +134,7 @@ def paired_blocks(result: RunResult) -> list[Item]:
 def diagnostics(result: RunResult) -> list[Item]:
     """The diagnostics table and one line per diagnostic that fired."""
     lines = "\n".join(tables.notes(result)) or "nothing stood out"
-    return [tables.diagnostics_table(result), Preformatted(lines)]
+    return [Table(tables.diagnostics_table(result)), Preformatted(lines)]
 
 
 def block_distributions(result: RunResult) -> list[Item]:
@@ -116,12 +163,12 @@ def cpu_frequency(result: RunResult) -> list[Item]:
 
 def timer_floor_and_validation(result: RunResult) -> list[Item]:
     """The empty call's cost per metric and the lookup counts per case."""
-    return [tables.timer_floor_table(result), tables.validation_table(result)]
+    return [Table(tables.timer_floor_table(result)), Table(tables.validation_table(result))]
 
 
 def provenance(result: RunResult) -> list[Item]:
     """What was measured where."""
-    return [tables.provenance_table(result)]
+    return [Table(tables.provenance_table(result))]
 
 
 def _text(text: str) -> str:
@@ -209,29 +256,21 @@ def comparison(
     items: list[Item] = [
         views.compare_reductions(runs, reference, allow_mixed_windows=allow_mixed_windows)
     ]
-    differences = tables.difference_table(dict(runs))
+    differences = compare.difference_table(dict(runs))
     if differences.empty:
         items.append(Note("No two runs share a configuration: no row-wise difference."))
     else:
-        items.append(differences)
+        items.append(Table(differences))
     return items
 
 
 def show(items: Iterable[Item]) -> None:
-    """Display a section's items in a notebook (tables styled, figures with alt text)."""
-    from IPython.display import HTML, display
+    """Display a section's items in a notebook: each displays itself (tables styled,
+    figures and charts with their PNG and alt text)."""
+    from IPython.display import display
 
     for item in items:
-        if isinstance(item, pd.DataFrame):
-            display(tables.styled(item))
-        elif isinstance(item, static.ReportFigure | views.View):
-            display(item)
-        elif isinstance(item, RawHtml):
-            display(HTML(item.html))
-        elif isinstance(item, Note | Preformatted):
-            print(item.text)
-        else:
-            raise TypeError(f"cannot show {type(item).__name__}")
+        display(item)
 
 
 def markdown_html(text: str) -> str:
@@ -244,19 +283,6 @@ def markdown_html(text: str) -> str:
     return "\n".join(out)
 
 
-def item_html(item: Any) -> str:
-    """One item as HTML for the standalone page."""
-    if isinstance(item, pd.DataFrame):
-        index = not isinstance(item.index, pd.RangeIndex)
-        return item.to_html(index=index, border=0, escape=True)
-    if isinstance(item, static.ReportFigure):
-        return item.img_html()
-    if isinstance(item, views.View):
-        return item.html()
-    if isinstance(item, RawHtml):
-        return item.html
-    if isinstance(item, Note):
-        return f'<p class="note">{html.escape(item.text)}</p>'
-    if isinstance(item, Preformatted):
-        return f"<pre>{html.escape(item.text)}</pre>"
-    raise TypeError(f"cannot render {type(item).__name__}")
+def item_html(item: Item) -> str:
+    """One item as HTML for the standalone page: its own ``to_html()``."""
+    return item.to_html()

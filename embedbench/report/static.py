@@ -33,7 +33,7 @@ from scipy import stats as sps
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
-from embedbench.report import figuredata, tables
+from embedbench.report import compare, figuredata, tables
 from embedbench.report.results import RunResult
 
 FIGURE_DPI = 90
@@ -49,6 +49,8 @@ OUTLIER_EDGE = "black"
 DRIFT_COLOR = "#8250df"
 DIFFERS_COLOR = "#bf8700"
 WORKER_SHADE = "#f0f0f0"
+OUTLIER_WORKER_SHADE = "#fbe9c6"  # the blocks of a worker the diagnostics flag
+OUTLIER_WORKER_TEXT = "#9a6700"
 SERIES_COLORS = ("#1f6fb2", "#cf4520", "#1a7f37", "#8250df", "#bf8700", "#57606a")
 
 
@@ -68,6 +70,10 @@ class ReportFigure(Figure):
         data = base64.b64encode(self.png(dpi)).decode("ascii")
         alt = html.escape(self.alt_text or "figure", quote=True)
         return f'<img alt="{alt}" src="data:image/png;base64,{data}">'
+
+    def to_html(self) -> str:
+        """As a report section's item in the HTML page: ``img_html()``."""
+        return self.img_html()
 
     def _repr_mimebundle_(
         self, include: Any = None, exclude: Any = None
@@ -137,41 +143,38 @@ def _label(case: str, tokens: int, several: bool) -> str:
 # --- the paired blocks of one case --------------------------------------------------------
 
 
-def _worker_spans(paired: pd.DataFrame) -> list[tuple[int, int, int]]:
-    """(worker, first x, last x) for each run of consecutive blocks of one worker."""
-    spans: list[tuple[int, int, int]] = []
-    for x, worker in enumerate(paired["worker"]):
-        if worker is None or pd.isna(worker):
-            continue
-        if spans and spans[-1][0] == worker and spans[-1][2] == x - 1:
-            spans[-1] = (spans[-1][0], spans[-1][1], x)
-        else:
-            spans.append((int(worker), x, x))
-    return spans
-
-
-def _draw_workers(ax: Axes, paired: pd.DataFrame, row: dict[str, Any]) -> tuple[bool, bool]:
-    """Shade each worker's blocks and draw its own reduction (the t interval's unit);
-    returns whether it shaded workers and whether it drew their reductions."""
-    spans = _worker_spans(paired)
-    if len({w for w, _, _ in spans}) < 2:
+def _draw_workers(
+    ax: Axes, paired: pd.DataFrame, row: dict[str, Any], odd: Mapping[int, str]
+) -> tuple[bool, bool]:
+    """Shade each worker's blocks (an outlier worker's, in ``odd``, in amber and labelled
+    so) and draw its own reduction (the t interval's unit); returns whether it shaded
+    workers and whether it drew their reductions."""
+    spans = figuredata.worker_spans(paired)
+    if spans.empty:
         return False, False
     units = row.get("worker_reduction_pct") or []
-    workers = sorted({w for w, _, _ in spans})
+    workers = sorted(set(spans["worker"]))
     own = dict(zip(workers, units, strict=False)) if len(units) == len(workers) else {}
     top = blended_transform_factory(ax.transData, ax.transAxes)
-    for i, (worker, start, end) in enumerate(spans):
-        if i % 2 == 0:
+    for worker, start, end, shade in spans[["worker", "start", "end", "shade"]].itertuples(
+        index=False
+    ):
+        if worker in odd:
+            ax.axvspan(
+                start - 0.5, end + 0.5, color=OUTLIER_WORKER_SHADE, zorder=0, gid="outlier-worker"
+            )
+        elif shade:
             ax.axvspan(start - 0.5, end + 0.5, color=WORKER_SHADE, zorder=0)
         ax.text(
             (start + end) / 2,
             0.98,
-            f"w{worker}",
+            f"w{worker} outlier" if worker in odd else f"w{worker}",
             transform=top,
             ha="center",
             va="top",
             fontsize=7,
-            color="#555",
+            color=OUTLIER_WORKER_TEXT if worker in odd else "#555",
+            fontweight="bold" if worker in odd else "normal",
         )
         if worker in own:
             ax.hlines(
@@ -184,6 +187,14 @@ def _draw_workers(ax: Axes, paired: pd.DataFrame, row: dict[str, Any]) -> tuple[
                 gid="worker-reduction",
             )
     return True, bool(own)
+
+
+def _outlier_worker_lines(odd: Mapping[int, str]) -> list[str]:
+    """One title line per outlier worker: which, and its likely reason (wrapped)."""
+    return [
+        textwrap.fill(f"outlier worker w{w}: {reason}", 62, subsequent_indent="  ")
+        for w, reason in sorted(odd.items())
+    ]
 
 
 def _draw_drift(ax: Axes, paired: pd.DataFrame, diag: dict[str, Any]) -> list[str]:
@@ -231,23 +242,31 @@ def _draw_order_effect(ax: Axes, diag: dict[str, Any]) -> list[str]:
 
 
 def _scatter_by_order(ax: Axes, paired: pd.DataFrame) -> None:
-    """Each block's reduction, coloured and shaped by the variant that ran first."""
+    """Each block's reduction, coloured and shaped by the variant that ran first; the
+    blocks of an outlier worker hollow."""
     x = np.arange(len(paired))
+    hollow = paired["outlier_worker"].fillna(False).astype(bool).to_numpy()
     for first in (*VARIANTS, None):
         if first is None:
             mask = paired["first"].isna().to_numpy()
         else:
             mask = (paired["first"] == first).to_numpy()
-        if mask.any():
-            ax.scatter(
-                x[mask],
-                paired["reduction_pct"].to_numpy()[mask],
-                s=22,
-                color=COLORS.get(first or "", UNKNOWN_ORDER),
-                marker=ORDER_MARKERS.get(first or "", "D"),
-                zorder=5,
-                gid=f"first-{first or 'unknown'}",
-            )
+        color = COLORS.get(first or "", UNKNOWN_ORDER)
+        marker = ORDER_MARKERS.get(first or "", "D")
+        gid = f"first-{first or 'unknown'}"
+        for part, open_ in ((mask & ~hollow, False), (mask & hollow, True)):
+            if part.any():
+                ax.scatter(
+                    x[part],
+                    paired["reduction_pct"].to_numpy()[part],
+                    s=22,
+                    facecolors="none" if open_ else color,
+                    edgecolors=color,
+                    linewidths=1.3 if open_ else 0,
+                    marker=marker,
+                    zorder=5,
+                    gid=f"{gid}-outlier-worker" if open_ else gid,
+                )
     outliers = paired[paired["outlier"]]
     if not outliers.empty:
         ax.scatter(
@@ -283,6 +302,15 @@ def _paired_legend(used: set[str]) -> list[Any]:
             label="outlier block (diagnostics)",
         ),
         "workers": Patch(color=WORKER_SHADE, label="blocks of one worker process (w0, w1, …)"),
+        "outlier_worker": Line2D(
+            [],
+            [],
+            ls="",
+            marker="o",
+            mfc="none",
+            mec=OUTLIER_WORKER_TEXT,
+            label="an outlier worker's blocks (hollow, amber; why: in the title)",
+        ),
         "worker_line": Line2D([], [], color="#333", lw=1.4, label="that worker's own reduction"),
         "headline": Line2D([], [], color="#333", lw=1.2, label="the run's reduction"),
         "trend": Line2D([], [], color=DRIFT_COLOR, ls="-.", label="trend (drift detected)"),
@@ -312,6 +340,8 @@ def paired_blocks(result: RunResult) -> ReportFigure:
     worker's blocks are shaded and its own reduction drawn (the units the verdict's t
     interval is made of). Outlier blocks (diagnostics) are ringed; drift and an order
     effect are drawn where the diagnostics detect them, and named in the panel's title.
+    A worker whose own reduction the others don't support (the diagnostics' outlier
+    worker) has its blocks hollow on an amber band, and its likely reason in the title.
     """
     frame = tables.blocks_frame(result)
     title = "Paired blocks over time"
@@ -330,7 +360,8 @@ def paired_blocks(result: RunResult) -> ReportFigure:
             continue
         row = result.summary_row(case, tokens) or {}
         diag = figuredata.diagnostics(result, case, tokens)
-        shaded, per_worker = _draw_workers(ax, paired, row)
+        odd = figuredata.outlier_worker_reasons(result, case, tokens)
+        shaded, per_worker = _draw_workers(ax, paired, row, odd)
         if shaded:
             used.add("workers")
         if per_worker:
@@ -342,6 +373,8 @@ def paired_blocks(result: RunResult) -> ReportFigure:
         used.update(str(f) if isinstance(f, str) else "unknown" for f in paired["first"])
         if paired["outlier"].any():
             used.add("outlier")
+        if paired["outlier_worker"].any():
+            used.add("outlier_worker")
         ax.axhline(0, color="grey", ls=":", lw=1)
         low, high = ax.get_ylim()
         ax.set_ylim(min(low, 0), max(high, 0))
@@ -353,7 +386,8 @@ def paired_blocks(result: RunResult) -> ReportFigure:
             {"order"} if order else set(),
         )
         found = drift + order
-        ax.set_title("\n".join([label, *found]), fontsize=10 if not found else 9)
+        lines = [label, *found, *_outlier_worker_lines(odd)]
+        ax.set_title("\n".join(lines), fontsize=10 if len(lines) == 1 else 9)
         ax.set_xlim(-0.6, len(paired) - 0.4)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(axis="y", alpha=0.3)
@@ -361,6 +395,9 @@ def paired_blocks(result: RunResult) -> ReportFigure:
         part = f"{label}: {len(paired)} blocks"
         if blocks:
             part += f", outlier blocks {', '.join(map(str, blocks))}"
+        part += "".join(
+            f", outlier worker {w} (hollow points: {reason})" for w, reason in sorted(odd.items())
+        )
         alt_parts.append(", ".join([part, *found]))
     for ax in axes[-1]:
         ax.set_xlabel("block (time order)")
@@ -370,7 +407,7 @@ def paired_blocks(result: RunResult) -> ReportFigure:
     fig.legend(
         handles=handles,
         loc="outside lower center",
-        ncols=min(len(handles), 4),
+        ncols=min(len(handles), 4 if axes.shape[1] > 2 else 3),
         fontsize=8,
         frameon=False,
     )
@@ -744,6 +781,34 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
 # --- the verdict --------------------------------------------------------------------------
 
 
+def _clip_intervals(
+    ax: Axes, frame: pd.DataFrame, ys: Mapping[Any, float], colors: Mapping[Any, str]
+) -> int:
+    """Fit ``ax``'s x axis to ``figuredata.axis_range`` of ``frame`` and mark each interval
+    end beyond it as an arrow at the edge carrying its number; returns how many."""
+    lo, hi = figuredata.axis_range(frame)
+    ax.set_xlim(lo, hi)
+    ends = figuredata.off_scale(frame, lo, hi)
+    for end in ends.itertuples(index=False):
+        left = end.side == "low"
+        x, y, color = lo if left else hi, ys[end.row], colors[end.row]
+        ax.plot(
+            x, y, "<" if left else ">", color=color, ms=9, zorder=5, clip_on=False, gid="off-scale"
+        )
+        ax.annotate(
+            f"{end.value:.1f} %",
+            (x, y),
+            xytext=(8 if left else -8, 4),
+            textcoords="offset points",
+            ha="left" if left else "right",
+            va="bottom",
+            fontsize=7,
+            color=color,
+            gid="off-scale-label",
+        )
+    return len(ends)
+
+
 def reduction_forest(result: RunResult) -> ReportFigure:
     """Reduction per case with the interval the verdict uses, coloured by verdict, each
     row labelled with its figure; each worker's own reduction (the t interval's units)
@@ -793,6 +858,13 @@ def reduction_forest(result: RunResult) -> ReportFigure:
                 zorder=3,
             )
     ax.axvline(0, color="grey", ls="--", lw=1)
+    drawn = pd.DataFrame(rows)
+    clipped = _clip_intervals(
+        ax,
+        drawn,
+        dict(enumerate(range(len(rows)))),
+        {y: VERDICT_COLORS.get(r["verdict"], "#57606a") for y, r in enumerate(rows)},
+    )
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_yticks(range(len(rows)), [_label(r["case"], r["tokens"], several) for r in rows])
     right = ax.twinx()
@@ -803,7 +875,10 @@ def reduction_forest(result: RunResult) -> ReportFigure:
     right.tick_params(axis="y", length=0)
     methods = {r["method"] for r in rows}
     method = f"\n({methods.pop()})" if len(methods) == 1 else ""
-    ax.set_xlabel("host latency reduction (%); positive: fixed is faster")
+    ax.set_xlabel(
+        "host latency reduction (%); positive: fixed is faster"
+        + ("; ◀ ▶ an interval past the axis, its end printed" if clipped else "")
+    )
     levels = {tables.level_text(r.get("ci_level", stats.CONFIDENCE)) for r in summary}
     level = f"{levels.pop()} " if len(levels) == 1 else ""
     ax.set_title(
@@ -865,7 +940,7 @@ def compare_reductions(
 ) -> ReportFigure:
     """Reduction per case across runs (and the PR's reference table), each with its
     interval; beside it, for runs of the same configuration, the row-wise difference with
-    its interval (``tables.differences``). A caption says when CPU rows sit beside GPU rows.
+    its interval (``compare.differences``). A caption says when CPU rows sit beside GPU rows.
 
     Runs timed with different windows are refused unless ``allow_mixed_windows``, which
     labels every series with its window (``report.compared_windows``).
@@ -889,10 +964,10 @@ def compare_reductions(
         return _message_panel("Reduction across runs", "no valid rows to compare")
     diffs = [
         d
-        for d in tables.differences(dict(runs))
+        for d in compare.differences(dict(runs))
         if isinstance(d["difference"], stats.ReductionDifference)
     ]
-    caption = tables.regime_caption(dict(runs), dict(reference) if reference else None)
+    caption = compare.regime_caption(dict(runs), dict(reference) if reference else None)
     height = 0.2 * len(keys) * max(len(series), 2) + 2.6
     fig = _new(13 if diffs else 10, height)
     if diffs:
@@ -924,7 +999,23 @@ def compare_reductions(
         )
     ax.set_yticks(range(len(keys)), [_key_label(k, several) for k in keys][::-1])
     ax.axvline(0, color="grey", lw=1, ls="--")
-    ax.set_xlabel("host latency reduction (%) with the verdict's 95 % interval")
+    names = list(dict.fromkeys(table["series"]))
+    clipped = _clip_intervals(
+        ax,
+        table,
+        {
+            i: ypos[f"{r.case}@{r.tokens}"] - (names.index(r.series) - (len(series) - 1) / 2) * step
+            for i, r in zip(table.index, table.itertuples(), strict=True)
+        },
+        {
+            i: SERIES_COLORS[names.index(name) % len(SERIES_COLORS)]
+            for i, name in zip(table.index, table["series"], strict=True)
+        },
+    )
+    ax.set_xlabel(
+        "host latency reduction (%) with the verdict's 95 % interval"
+        + ("; ◀ ▶ past the axis, its end printed" if clipped else "")
+    )
     ax.set_title("Reduction per case across runs", fontsize=11)
     fig.legend(
         *ax.get_legend_handles_labels(),

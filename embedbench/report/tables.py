@@ -8,10 +8,10 @@ fifth column, see ``pr_table``); the interval and verdict go into a second table
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import html
-import json
 import math
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -19,15 +19,13 @@ import numpy as np
 import pandas as pd
 
 from embedbench.cases import CASE_LABELS, CASES
-from embedbench.config import parse_list
-from embedbench.errors import ConfigError
 from embedbench.harness import stats, sysinfo, windows
 from embedbench.harness.design import DERIVED
 from embedbench.harness.stability import NOISY, likely_cause
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
-from embedbench.report.results import RunResult, load_results
+from embedbench.report.results import RunResult
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
 PR_ALIGN = "lrrr"
@@ -180,7 +178,7 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
     its achieved level. The HL estimate and interval and the Wilcoxon p pool every
     block as if from one process (a within-process view). "Host speed" is the case's
     canary level: the reduction holds at that speed of the host, and a run on a slower or
-    faster host may differ by the host alone (see ``HOST_SPEED_EXPLAINS``).
+    faster host may differ by the host alone (see ``compare.HOST_SPEED_EXPLAINS``).
     """
     rows = ordered_rows(result)
     several = _several_lengths(rows)
@@ -214,6 +212,22 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
             entry["A/A covers 0"] = "n/a" if covers is None else ("yes" if covers else "NO")
         data.append(entry)
     return pd.DataFrame(data)
+
+
+VERDICT_COLUMNS = ("Input", "Interval", "Level", "Verdict", "MDE", "Host speed", "Method")
+
+
+def verdict_tables(result: RunResult) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+    """``statistics_table`` in two narrower tables, each readable in a 900 px column: the
+    verdict's (interval, level, verdict, MDE, host speed) and the pooled within-process
+    view with the checks (HL, Wilcoxon, blocks, valid, A/A). The interval method, when
+    every row shares it, is returned once instead of as a column of repeats."""
+    full = statistics_table(result)
+    methods = set(full["Method"]) if "Method" in full else set()
+    method = methods.pop() if len(methods) == 1 else None
+    first = [c for c in VERDICT_COLUMNS if c in full and (c != "Method" or method is None)]
+    second = ["Input", *(c for c in full.columns if c not in VERDICT_COLUMNS)]
+    return full[first], full[second], method
 
 
 def _canary_text(level: Any) -> str:
@@ -480,14 +494,19 @@ def _busy_labels(metadata: dict[str, Any]) -> list[str | None]:
     return [metadata.get(key) for key in ("busy_core", "busy_io")]
 
 
+NOT_RECORDED = "not recorded"  # a fact the run's metadata lacks (an older run, or unread)
+
+
 def provenance_table(result: RunResult) -> pd.DataFrame:
-    """What was measured where: target, device, core, versions, checkpoint, design."""
+    """What was measured where: target, device, core, versions, checkpoint, design; a
+    fact the run did not record says so."""
     m = result.metadata
     versions = m.get("versions") or {}
     refs = m.get("refs") or {}
     built_in = m.get("target") == BUILT_IN_TARGET
     vllm_versions = " / ".join(
-        str(v) for v in (m.get("vllm"), versions.get("vllm-omni"), m.get("transformers"))
+        NOT_RECORDED if v is None else str(v)
+        for v in (m.get("vllm"), versions.get("vllm-omni"), m.get("transformers"))
     )
     items = [
         ("status", m.get("status")),
@@ -529,17 +548,8 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     if m.get("missing_files"):
         items.insert(1, ("missing files", ", ".join(m["missing_files"])))
     return pd.DataFrame(
-        [{"field": k, "value": "" if v is None else str(v)} for k, v in items]
+        [{"field": k, "value": NOT_RECORDED if v is None else str(v)} for k, v in items]
     ).set_index("field")
-
-
-def reference_results() -> dict[str, Any]:
-    """The PR's published H100 table (its family's, in the registry): a fresh copy."""
-    return copy.deepcopy(dict(families.with_reference_table().reference_table or {}))
-
-
-class MixedWindowsError(ConfigError):
-    """Runs timed with different windows would be put side by side unlabelled."""
 
 
 def timing_window(metadata: dict[str, Any]) -> str:
@@ -548,104 +558,57 @@ def timing_window(metadata: dict[str, Any]) -> str:
     return str(metadata["timing_window"])
 
 
-def reference_name(reference: dict[str, Any]) -> str:
-    """The column label of the PR's published table."""
-    return f"PR {families.with_reference_table().pr} ({reference['environment']['gpu']})"
-
-
-def compared_windows(
-    runs: dict[str, RunResult],
-    reference: dict[str, Any] | None = None,
-    *,
-    allow_mixed: bool = False,
-) -> dict[str, str]:
-    """The timing window of every compared run (and of the PR's table: the PR's window).
-
-    Raises ``MixedWindowsError`` when they differ and ``allow_mixed`` is false: host
-    latencies from different windows differ by the clock reads' cost, so a table of
-    them must say so (``allow_mixed=True`` labels every column with its window).
-    """
-    seen = {name: timing_window(result.metadata) for name, result in runs.items()}
-    if reference is not None:
-        seen[reference_name(reference)] = str(reference.get("timing_window", windows.PR))
-    if len(set(seen.values())) > 1 and not allow_mixed:
-        listing = ", ".join(f"{name}: {window}" for name, window in seen.items())
-        raise MixedWindowsError(
-            f"the runs were timed with different windows ({listing}), so their latencies "
-            f"differ by where the clock reads sit; compare runs of one window, or pass "
-            f"allow_mixed_windows=True to show them side by side labelled with their windows"
-        )
-    return seen
-
-
-def series_label(name: str, seen: dict[str, str]) -> str:
-    """``name``, with its window appended when the compared windows differ."""
-    return f"{name} [{seen[name]} window]" if len(set(seen.values())) > 1 else name
-
-
-def compare_table(
-    runs: dict[str, RunResult],
-    reference: dict[str, Any] | None = None,
-    *,
-    allow_mixed_windows: bool = False,
-) -> pd.DataFrame:
-    """Before, after and reduction per case, one column group per run (and the PR's);
-    a one-process run's group adds the PR's statistic beside its headline (``pr_table``).
-
-    Refuses runs timed with different windows unless ``allow_mixed_windows``, which
-    labels every column group with its window (``compared_windows``).
-    """
-    seen = compared_windows(runs, reference, allow_mixed=allow_mixed_windows)
-    columns: dict[str, dict[str, str]] = {}
-    for name, result in runs.items():
-        several = _several_lengths(result.summary)
-        label_of = series_label(name, seen)
-        rows = ordered_rows(result)
-        with_pr = any(one_process(row) for row in rows)
-        for row in rows:
-            label = input_label(row["case"], row["tokens"], several)
-            host = row.get("host_us") or {}
-            columns.setdefault(f"{label_of}: before (μs)", {})[label] = _fmt_us(
-                host.get("baseline")
-            )
-            columns.setdefault(f"{label_of}: after (μs)", {})[label] = _fmt_us(host.get("fixed"))
-            columns.setdefault(f"{label_of}: reduction", {})[label] = _reduction_text(row)
-            if with_pr:
-                columns.setdefault(f"{label_of}: PR statistic", {})[label] = _reduction_text(
-                    row, "pr_reduction_pct"
-                )
-    if reference is not None:
-        name = series_label(reference_name(reference), seen)
-        for row in reference["rows"]:
-            label = row["label"]
-            columns.setdefault(f"{name}: before (μs)", {})[label] = _fmt_us(row["before_us"])
-            columns.setdefault(f"{name}: after (μs)", {})[label] = _fmt_us(row["after_us"])
-            columns.setdefault(f"{name}: reduction", {})[label] = f"{row['reduction_pct']:.2f}%"
-    frame = pd.DataFrame(columns).fillna("—")
-    frame.index.name = "Input"
-    return frame
+def unset_text(help_text: str) -> str:
+    """What an unset parameter means, from its help (``…; unset: the lowest allowed
+    core`` → ``unset (the lowest allowed core)``); plain ``unset`` where it says nothing."""
+    _, found, meaning = help_text.partition("unset: ")
+    return f"unset ({meaning.strip()})" if found and meaning.strip() else "unset"
 
 
 def config_table(config: Any) -> pd.DataFrame:
-    """A run's parameters as resolved by RunConfig, one row each (shown before measuring)."""
+    """A run's parameters as resolved by RunConfig, one row each (shown before measuring);
+    a parameter left unset says so and what that means, never a blank cell."""
     data = config.to_json()
+    helps = {f.name: str(f.metadata.get("help", "")) for f in dataclasses.fields(config)}
     if data.get("target") == BUILT_IN_TARGET:  # the checkout's parameters are unused
         data.update({k: NOT_APPLICABLE for k in CHECKOUT_PARAMETERS if k in data})
     for name in ("blocks", "processes"):
         if getattr(config, f"{name}_source", None) == DERIVED:
             data[name] = f"{data[name]} (unset, derived)"
     return pd.DataFrame(
-        [{"parameter": k, "value": "" if v is None else str(v)} for k, v in data.items()]
+        [
+            {"parameter": k, "value": unset_text(helps.get(k, "")) if v is None else str(v)}
+            for k, v in data.items()
+        ]
     ).set_index("parameter")
 
 
+NOT_INSTALLED = "not installed"
+NOT_FOUND = "not found on this machine"
+
+
+def _cuda_text() -> str:
+    """Why there is no CUDA version: torch is a CPU build, or this process never imported
+    torch (the report side does not), so nothing read it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "not read (torch not imported in this process)"
+    return "none (a CPU build of torch)"
+
+
 def environment_table() -> pd.DataFrame:
-    """This machine and its software, shown before a run measures."""
-    items = {**sysinfo.host_facts(), **sysinfo.versions()}
+    """This machine and its software, shown before a run measures; a fact it could not
+    read says which kind of missing it is (not installed, not read, not found)."""
+    facts = sysinfo.host_facts()
+    software = sysinfo.versions()
+    items: dict[str, Any] = {
+        **{k: NOT_FOUND if v is None else v for k, v in facts.items()},
+        **{k: NOT_INSTALLED if v is None else v for k, v in software.items()},
+    }
+    if software.get("cuda") is None:
+        items["cuda"] = _cuda_text()
     items["allowed environment"] = sysinfo.allowed_environment() or "(none set)"
-    return pd.DataFrame(
-        [{"fact": k, "value": "" if v is None else str(v)} for k, v in items.items()]
-    ).set_index("fact")
+    return pd.DataFrame([{"fact": k, "value": str(v)} for k, v in items.items()]).set_index("fact")
 
 
 def device_label(metadata: dict[str, Any]) -> str:
@@ -685,290 +648,6 @@ def _setup_label(metadata: dict[str, Any]) -> str:
 def run_label(result: RunResult) -> str:
     """What a run measured, in a few words: family, device, target and checkpoint kind."""
     return f"{family_label(result.metadata)} · {_setup_label(result.metadata)}"
-
-
-def by_family(runs: dict[str, RunResult]) -> dict[str, dict[str, RunResult]]:
-    """The runs grouped by family label, in the order each family first appears: the
-    families' wrappers differ, so their reductions are never put in one table."""
-    groups: dict[str, dict[str, RunResult]] = {}
-    for name, result in runs.items():
-        groups.setdefault(family_label(result.metadata), {})[name] = result
-    return groups
-
-
-def compare_tables(
-    runs: dict[str, RunResult],
-    reference: dict[str, Any] | None = None,
-    *,
-    allow_mixed_windows: bool = False,
-) -> dict[str, pd.DataFrame]:
-    """``compare_table`` per family (label → table). The PR's published table sits
-    beside its own family's runs only."""
-    tables_by_family = {}
-    reference_label = families.with_reference_table().label
-    for label, group in by_family(runs).items():
-        own = reference if label == reference_label else None
-        tables_by_family[label] = compare_table(group, own, allow_mixed_windows=allow_mixed_windows)
-    if reference is not None and reference_label not in tables_by_family:
-        tables_by_family[reference_label] = compare_table(
-            {}, reference, allow_mixed_windows=allow_mixed_windows
-        )
-    return tables_by_family
-
-
-def load_runs(directories: Any, *, include_reference: bool) -> dict[str, RunResult]:
-    """Load output dirs for comparison, keyed by a short unique name: the run's device,
-    target and checkpoint kind (``run_label``), then its directory where that repeats.
-
-    Two or more are needed, or one when the PR's reference table is included.
-    """
-    paths = [str(p) for p in parse_list("results_dirs", directories)]
-    needed = 1 if include_reference else 2
-    if len(paths) < needed:
-        raise ConfigError(
-            f"results_dirs needs at least {needed} run dirs, got {len(paths)}; "
-            'pass e.g. -y "results_dirs: [runA, runB]"'
-        )
-    loaded = [load_results(path) for path in paths]
-    labels = [run_label(result) for result in loaded]
-    runs: dict[str, RunResult] = {}
-    for path, label, result in zip(paths, labels, loaded, strict=True):
-        directory = result.directory.name or path
-        name = label if labels.count(label) == 1 else f"{label} · {directory}"
-        while name in runs:
-            directory = f"{result.directory.parent.name}/{directory}"
-            name = f"{label} · {directory}"
-        runs[name] = result
-    return runs
-
-
-def runs_table(runs: dict[str, RunResult]) -> pd.DataFrame:
-    """One row per compared run: where and how it was measured."""
-    rows = []
-    for name, result in runs.items():
-        m = result.metadata
-        rows.append(
-            {
-                "run": name,
-                "family": family_label(m),
-                "device": f"{m.get('device')} ({m.get('device_name')})",
-                "target": m.get("target"),
-                "checkpoint": checkpoint_kind(m),
-                "directory": str(result.directory),
-                "design": f"{m.get('blocks')}×{m.get('iterations')} (warmup {m.get('warmup')})",
-                "workers": m.get("processes", 1),
-                "timing window": timing_window(m),
-                "host": host_verdict(m),
-                "status": m.get("status"),
-                "started": _utc_iso(m.get("start_time")),
-            }
-        )
-    return pd.DataFrame(rows).set_index("run")
-
-
-_ITEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
-
-
-def lookup_bytes(metadata: dict[str, Any]) -> int | None:
-    """Bytes one lookup of the run's longest length copies (None when not recorded)."""
-    shape = metadata.get("embedding_shape") or []
-    lengths = metadata.get("lengths") or []
-    item = _ITEM_BYTES.get(str(metadata.get("dtype")))
-    if len(shape) != 2 or not lengths or item is None:
-        return None
-    return max(int(t) for t in lengths) * int(shape[1]) * item
-
-
-def _reductions(result: RunResult) -> dict[str, float]:
-    """Each valid case's reduction at the run's first length."""
-    rows = [r for r in result.summary if r.get("valid") and r.get("reduction_pct") is not None]
-    if not rows:
-        return {}
-    tokens = min(r["tokens"] for r in rows)
-    return {r["case"]: float(r["reduction_pct"]) for r in rows if r["tokens"] == tokens}
-
-
-def regime_caption(
-    runs: dict[str, RunResult], reference: dict[str, Any] | None = None
-) -> str | None:
-    """A caption for a comparison where CPU rows sit beside GPU rows (None otherwise):
-    the CPU's lookup copy dominates its call, so the two measure different regimes."""
-    cpu = {n: r for n, r in runs.items() if r.metadata.get("device") == "cpu"}
-    gpu = {
-        n: _reductions(r)
-        for n, r in runs.items()
-        if r.metadata.get("device") not in ("cpu", None, "unknown")
-    }
-    if reference is not None:
-        gpu[reference_name(reference)] = {r["case"]: r["reduction_pct"] for r in reference["rows"]}
-    if not cpu or not gpu:
-        return None
-    cpu_name = max(cpu, key=lambda n: lookup_bytes(cpu[n].metadata) or 0)
-    size = lookup_bytes(cpu[cpu_name].metadata)
-    if size is None:
-        copies = "each lookup copies the embedding rows of every token, which dominates the call"
-    else:
-        tokens = max(int(t) for t in cpu[cpu_name].metadata["lengths"])
-        copies = f"each lookup of {tokens} tokens copies {size / 1e6:.1f} MB"
-        copies += (
-            ", which dominates the call"
-            if size >= 1e6
-            else " here (8.4 MB at the 7B's 1172 tokens × 3584 bf16, where it dominates the call)"
-        )
-    gpu_name, gpu_values = next(iter(gpu.items()))
-    cpu_values = _reductions(cpu[cpu_name])
-    shared = [c for c in CASES if c in cpu_values and c in gpu_values]
-    example = ""
-    if shared:
-        case = "audio" if "audio" in shared else shared[0]
-        example = (
-            f" ({CASE_LABELS.get(case, case)}: {cpu_values[case]:.1f} % on {cpu_name}, "
-            f"{gpu_values[case]:.1f} % on {gpu_name})"
-        )
-    return (
-        f"CPU rows sit beside GPU rows: on CPU {copies}, so CPU and GPU reductions of the "
-        f"same case{example} measure "
-        "different regimes. Read each against runs of its own device."
-    )
-
-
-# A run's configuration for a difference: what must match for two runs' reductions to
-# measure the same thing (the machine, the day and the design may differ).
-CONFIGURATION_FIELDS = ("device", "target", "synthetic", "embedding_shape", "dtype", "lm_shim")
-
-
-def configuration(result: RunResult) -> tuple[Any, ...]:
-    """The fields that must match for two runs to be differenced (plus the window and
-    the family)."""
-    m = result.metadata
-    values = [json.dumps(m.get(name), sort_keys=True) for name in CONFIGURATION_FIELDS]
-    return (*values, timing_window(m), family_of(m))
-
-
-def same_configuration_pairs(runs: dict[str, RunResult]) -> list[tuple[str, str]]:
-    """(first, other) for every run that shares its configuration with an earlier one:
-    each is differenced against the first run of its configuration."""
-    first: dict[tuple[Any, ...], str] = {}
-    pairs = []
-    for name, result in runs.items():
-        key = configuration(result)
-        if key in first:
-            pairs.append((first[key], name))
-        else:
-            first[key] = name
-    return pairs
-
-
-def _row_difference(
-    a: dict[str, Any] | None, b: dict[str, Any] | None
-) -> stats.ReductionDifference | str:
-    """The difference of two summary rows, or why there is none."""
-    if a is None or b is None or not a.get("valid") or not b.get("valid"):
-        return "not measured in both"
-    units_a, units_b = a.get("worker_reduction_pct"), b.get("worker_reduction_pct")
-    if not units_a or not units_b or len(units_a) < 2 or len(units_b) < 2:
-        return "n/a: needs a between-process interval (2+ workers) in both runs"
-    return stats.reduction_difference(units_a, units_b)
-
-
-def differences(
-    runs: dict[str, RunResult],
-) -> list[dict[str, Any]]:
-    """Row-wise differences of runs of the same configuration (``same_configuration_pairs``):
-    per case and length, the other run's reduction minus the first's, with a 95 % interval.
-
-    Each entry: ``a``, ``b`` (run names), ``case``, ``tokens`` and ``difference``
-    (a ``stats.ReductionDifference``, or a string saying why there is none).
-    """
-    found = []
-    for name_a, name_b in same_configuration_pairs(runs):
-        a, b = runs[name_a], runs[name_b]
-        keys = {(r["case"], r["tokens"]) for r in (*a.summary, *b.summary)}
-        for case, tokens in sorted(keys, key=lambda k: table_order(*k)):
-            found.append(
-                {
-                    "a": name_a,
-                    "b": name_b,
-                    "case": case,
-                    "tokens": tokens,
-                    "difference": _row_difference(
-                        a.summary_row(case, tokens), b.summary_row(case, tokens)
-                    ),
-                }
-            )
-    return found
-
-
-def canary_level_us(metadata: dict[str, Any]) -> float | None:
-    """The run's canary level: the median of its workers' median canary read (µs), or None
-    when the run recorded no canary."""
-    workers = (metadata.get("host_stability") or {}).get("workers") or []
-    levels = [w["median_us"] for w in workers if w.get("median_us")]
-    return float(np.median(levels)) if levels else None
-
-
-# Two runs whose canaries differ by more than this may differ by the host's speed alone.
-# A reduction is the host's at the speed it was measured: on the CI machine, over 39 runs,
-# the multimodal cases' reductions rose 0.4–1.0 pp for every 10 % the host ran slower,
-# a large share of their 1.2–2.6 pp between-run SD (docs/PERFORMANCE.md, "Interference").
-HOST_SPEED_EXPLAINS = 0.10
-
-
-def canary_ratio(
-    a: RunResult, b: RunResult, case: str | None = None, tokens: int | None = None
-) -> float | None:
-    """Run B's canary level over run A's: for one case and length where both rows carry
-    ``canary_us``, else the runs' levels (None unless both recorded one)."""
-    if case is not None:
-        row_a, row_b = a.summary_row(case, tokens), b.summary_row(case, tokens)
-        level_a = (row_a or {}).get("canary_us")
-        level_b = (row_b or {}).get("canary_us")
-        if level_a and level_b:
-            return float(level_b) / float(level_a)
-    level_a, level_b = canary_level_us(a.metadata), canary_level_us(b.metadata)
-    return level_b / level_a if level_a and level_b else None
-
-
-def _difference_reading(diff: stats.ReductionDifference, ratio: float | None) -> str:
-    if not diff.excludes_zero:
-        return "no detectable difference"
-    if ratio is not None and abs(ratio - 1.0) > HOST_SPEED_EXPLAINS:
-        return (
-            f"the runs differ, and so does the host's speed (canary {100 * (ratio - 1):+.0f} %):"
-            " the host may explain the difference"
-        )
-    return "the runs differ"
-
-
-def difference_table(runs: dict[str, RunResult]) -> pd.DataFrame:
-    """``differences`` as a table: one row per pair of runs and case (empty when no two
-    runs share a configuration), with the runs' canary ratio beside it."""
-    entries = differences(runs)
-    several = len({e["tokens"] for e in entries}) > 1
-    rows = []
-    for entry in entries:
-        diff = entry["difference"]
-        measured = isinstance(diff, stats.ReductionDifference)
-        ratio = canary_ratio(runs[entry["a"]], runs[entry["b"]], entry["case"], entry["tokens"])
-        rows.append(
-            {
-                "Input": input_label(entry["case"], entry["tokens"], several),
-                "Runs (B − A)": f"{entry['b']} − {entry['a']}",
-                "Difference (pp)": f"{diff.difference_pp:+.2f}" if measured else "n/a",
-                "95 % interval (pp)": f"[{diff.low:+.2f}, {diff.high:+.2f}]" if measured else diff,
-                "Canary B/A": "n/a" if ratio is None else f"{ratio:.2f}",
-                "Reading": _difference_reading(diff, ratio) if measured else "",
-            }
-        )
-    columns = [
-        "Input",
-        "Runs (B − A)",
-        "Difference (pp)",
-        "95 % interval (pp)",
-        "Canary B/A",
-        "Reading",
-    ]
-    return pd.DataFrame(rows, columns=columns)
 
 
 def _utc_iso(epoch: Any, timespec: str = "seconds") -> Any:

@@ -66,6 +66,10 @@ class View:
         page's script renders the chart, and kept below it)."""
         return chart_html(self.spec, self.figure.img_html())
 
+    def to_html(self) -> str:
+        """As a report section's item in the HTML page: ``html()``."""
+        return self.html()
+
 
 def spec_json(spec: dict[str, Any]) -> str:
     """A spec as JSON safe inside a ``<script>`` element (no ``<`` at all)."""
@@ -92,7 +96,8 @@ def vega_scripts() -> str:
 def paired_blocks(result: RunResult) -> View:
     """The paired blocks over time."""
     figure = static.paired_blocks(result)
-    spec = interactive.paired_blocks(figuredata.paired_table(result), figure.alt_text)
+    table = figuredata.paired_table(result)
+    spec = interactive.paired_blocks(table, figure.alt_text, figuredata.worker_spans(table))
     return View(figure, spec)
 
 
