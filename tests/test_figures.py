@@ -567,11 +567,12 @@ def test_the_canary_trace_shows_each_block_edge_and_each_workers_median():
         record["canary_us_start"] = 700.0 + (i % 5)
         record["canary_us_end"] = 705.0 + (i % 5)
     result.metadata["host_stability"] = assess_host(result.records).to_json()
-    result.metadata["canary"] = {"bytes": 8 * 2**20}
+    result.metadata["canary"] = {"bytes": 8 * 2**20, "kind": "host memory gather"}
     fig = static.canary_trace(result)
     assert fig.axes[0].get_title() == (
-        "Canary (8.0 MiB copy) at each block half's edge: host stable"
+        "Canary (8.0 MiB host memory gather) at each block half's edge: host stable"
     )
+    assert "(host memory gather)" in fig.alt_text
     assert len(_by_gid(fig, "median")) == 3  # one dashed step per worker
     assert "700–709 µs" in fig.alt_text and "host stable" in fig.alt_text
     rendered = [v.figure for v in sections.cpu_frequency(result) if isinstance(v, views.View)]

@@ -320,6 +320,26 @@ def test_a_noisy_run_is_labelled_with_its_reasons_and_likely_cause():
     assert tables.host_label(_result(stable)) is None and tables.busy_label(_result(stable)) is None
 
 
+def test_a_stable_run_with_busy_other_cores_gets_a_note_not_a_label():
+    from embedbench.report import prcomment
+
+    busy = stability.assess_host(_records({0: _quiet(40)}), other_cores_busy={"0": 1.0})
+    result = _result(busy.to_json())
+    assert busy.verdict == stability.STABLE and tables.host_label(result) is None
+    note = tables.host_note(result)
+    assert note.startswith("stable host by the canary, though other cores were busy (cpu 0")
+    banner = tables.banner_html(result)
+    assert "All validations passed" in banner and html.escape(note) in banner
+    assert "Read with care" not in banner
+    assert f"Note: {note}." in prcomment.host_line(result)
+    idle = stability.assess_host(_records({0: _quiet(40)}), other_cores_busy={"0": 0.1})
+    assert tables.host_note(_result(idle.to_json())) is None
+    noisy = stability.assess_host(
+        _records({0: _bimodal(40), 1: _quiet(40)}), other_cores_busy={"0": 1.0}
+    )
+    assert tables.host_note(_result(noisy.to_json())) is None  # labelled instead
+
+
 def test_the_gate_warns_about_a_noisy_host_and_shows_it_in_a_column():
     noisy = stability.assess_host(_records({0: _bimodal(40), 1: _quiet(40)})).to_json()
     outcome = gate.GateOutcome(

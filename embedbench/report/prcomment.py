@@ -122,7 +122,11 @@ def host_line(result: RunResult) -> str:
     reading = result.metadata.get("host_stability") or {}
     between = reading.get("between_workers")
     spread = "" if between is None else f"; workers' canaries within {100 * between:.1f} %"
-    return f"Host stability: {verdict} (canary, {reading.get('canary_reads')} reads{spread})."
+    note = tables.host_note(result)
+    aside = f" Note: {note}." if note else ""
+    return (
+        f"Host stability: {verdict} (canary, {reading.get('canary_reads')} reads{spread})." + aside
+    )
 
 
 def reproduce_command(result: RunResult) -> str:

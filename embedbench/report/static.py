@@ -767,11 +767,14 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
     ax.set_ylabel("canary read, µs (axis not from 0)")
     verdict = tables.host_verdict(result.metadata)
-    size = (result.metadata.get("canary") or {}).get("bytes")
-    what = f"{size / 2**20:.1f} MiB copy" if size else "copy"
+    canary = result.metadata.get("canary") or {}
+    kind = str(canary.get("kind") or "host memory read")
+    size = canary.get("bytes")
+    what = f"{size / 2**20:.1f} MiB {kind}" if size else kind
     ax.set_title(f"Canary ({what}) at each block half's edge: host {verdict}", fontsize=11)
     fig.alt_text = (
-        f"Dots of the canary's copy time at each block half's edge over wall time, coloured "
+        f"Dots of the canary's read time ({kind}) at each block half's edge over wall time, "
+        "coloured "
         f"by the variant that had just run: {reads.min():.0f}–{reads.max():.0f} µs, "
         f"median {reads.median():.0f}; host {verdict}."
     )

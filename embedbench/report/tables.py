@@ -21,7 +21,7 @@ import pandas as pd
 from embedbench.cases import CASE_LABELS, CASES
 from embedbench.harness import stats, sysinfo, windows
 from embedbench.harness.design import DERIVED
-from embedbench.harness.stability import NOISY, likely_cause
+from embedbench.harness.stability import NOISY, STABLE, likely_cause
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
@@ -433,9 +433,11 @@ def banner_html(result: RunResult) -> str:
     if host_label(result):
         problems.append(host_label(result))
     if not problems:
+        note = host_note(result)
+        aside = f'<div style="color:#6e5600">Note: {html.escape(note)}.</div>' if note else ""
         return (
             '<div style="color:#1a7f37">All validations passed: lookup counts as expected, '
-            "torch.equal true.</div>"
+            "torch.equal true.</div>" + aside
         )
     items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
     return (
@@ -480,6 +482,21 @@ def host_label(result: RunResult) -> str | None:
     return (
         f"noisy host: {reasons}{f'; {cause}' if cause else ''}. Its verdicts and intervals "
         "may not hold on a rerun: rerun on a quiet host"
+    )
+
+
+def host_note(result: RunResult) -> str | None:
+    """One line for a run the canary found stable while other cores were busy (the cause
+    is there, its effect stayed within the canary's limits), else None."""
+    reading = result.metadata.get("host_stability") or {}
+    if host_verdict(result.metadata) != STABLE:
+        return None
+    cause = likely_cause(reading.get("other_cores_busy") or {})
+    if not cause:
+        return None
+    return (
+        f"stable host by the canary, though {cause}; its effect on the canary stayed within "
+        "the limits, as large as the host's own drift at most (docs/method.md)"
     )
 
 
