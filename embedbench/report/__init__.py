@@ -8,3 +8,5 @@ standalone page (``sections``, ``html``) and the CI gate (``gate``). Nothing her
 torch or :mod:`embedbench.omni` (``tests/test_layout.py``), so a GPU box's results
 re-render on a laptop.
 """
+
+__all__ = []

@@ -27,6 +27,19 @@ from embedbench.omni import families
 from embedbench.report import summary
 from embedbench.report.schema import ORIGINAL_FORMAT, PR_VERSION_KEYS
 
+__all__ = [
+    "measured_cases",
+    "partial_metadata",
+    "upgrade_duplicated",
+    "upgrade_headline",
+    "upgrade_metadata",
+    "upgrade_original",
+    "upgrade_records",
+    "upgrade_summary",
+    "upgrade_validation",
+    "with_timing_window",
+]
+
 
 def upgrade_metadata(original: dict[str, Any]) -> dict[str, Any]:
     """Our metadata fields from the original's (which are kept as they are: its refs,

@@ -21,6 +21,38 @@ from embedbench.harness.timing import METRIC_ORDER
 from embedbench.report import compare, tables
 from embedbench.report.results import RunResult
 
+__all__ = [
+    "CALL_COLUMNS",
+    "COMPARE_COLUMNS",
+    "EDGE_COLUMNS",
+    "FOREST_COLUMNS",
+    "HIGH_PERCENTILE",
+    "HOST",
+    "LOW_PERCENTILE",
+    "PAIRED_COLUMNS",
+    "RANGE_PAD",
+    "REACH_FLOOR_PP",
+    "REACH_SPAN",
+    "REACH_WIDTHS",
+    "SPAN_COLUMNS",
+    "axis_range",
+    "call_range",
+    "call_table",
+    "case_calls",
+    "case_keys",
+    "case_paired",
+    "compare_table",
+    "diagnostics",
+    "edge_table",
+    "forest_table",
+    "forest_workers",
+    "off_scale",
+    "outlier_worker_reasons",
+    "paired_table",
+    "worker_medians",
+    "worker_spans",
+]
+
 PAIRED_COLUMNS = (
     *("case", "label", "tokens", "order", "block", "worker", "first"),
     *("baseline_us", "fixed_us", "reduction_pct", "outlier", "frequency_flag"),

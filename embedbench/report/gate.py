@@ -33,6 +33,19 @@ from embedbench.report.tables import (
     ordered_rows,
 )
 
+__all__ = [
+    "PREFIX",
+    "UNCERTIFIED",
+    "GateOutcome",
+    "GateRow",
+    "check_max_slowdown",
+    "format_interval",
+    "gate_lines",
+    "gate_results",
+    "gate_table",
+    "interval_name",
+]
+
 PREFIX = "gate:"
 UNCERTIFIED = "cannot be certified"
 

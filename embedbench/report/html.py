@@ -16,6 +16,8 @@ from pathlib import Path
 from embedbench.report import sections, views
 from embedbench.report.results import RunResult, write_text_atomic
 
+__all__ = ["STYLE", "render_html", "write_html"]
+
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 14px; }

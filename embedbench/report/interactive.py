@@ -26,6 +26,32 @@ from embedbench.cases import VARIANTS
 from embedbench.harness import stats
 from embedbench.report import figuredata, tables
 
+__all__ = [
+    "BLOCK_TOOLTIP",
+    "CALL_TOOLTIP",
+    "COLORS",
+    "COMPARE_TOOLTIP",
+    "EDGE_TOOLTIP",
+    "EMBED_OPTIONS",
+    "FOREST_TOOLTIP",
+    "MIME",
+    "PAIR_FIELDS",
+    "PICKS",
+    "SCHEMA",
+    "SELECTED",
+    "SERIES",
+    "SHAPES",
+    "VERDICT_COLORS",
+    "block_distributions",
+    "call_distribution",
+    "compare_reductions",
+    "edge_trace",
+    "paired_blocks",
+    "records",
+    "reduction_forest",
+    "selectors",
+]
+
 MIME = "application/vnd.vegalite.v5+json"
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 WIDTH, HEIGHT = 560, 280  # with its legend, the width of JupyterLab's output area

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+__all__ = ["frame_markdown", "markdown_table"]
+
 
 def markdown_table(
     headers: Sequence[str], rows: Iterable[Sequence[Any]], *, align: str | None = None

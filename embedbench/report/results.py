@@ -27,6 +27,25 @@ from embedbench.report import schema
 from embedbench.report.compat import upgrade_original, upgrade_records
 from embedbench.report.upgrades import ResultFiles, check_version, split_aa_records, upgrade
 
+__all__ = [
+    "AA_RAW",
+    "METADATA",
+    "RAW",
+    "RESULT_FILES",
+    "SCHEMA_VERSION",
+    "SUMMARY",
+    "VALIDATION",
+    "DirCheck",
+    "ResultsWriter",
+    "RunResult",
+    "check_output_dir",
+    "inspect_results_dir",
+    "latest_results_dir",
+    "load_results",
+    "write_json_atomic",
+    "write_text_atomic",
+]
+
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 METADATA = "metadata.json"
 RAW = "micro-raw.json"

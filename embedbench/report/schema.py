@@ -25,6 +25,22 @@ from embedbench.harness.timing import AA_SCOPE
 if TYPE_CHECKING:
     import jsonschema
 
+__all__ = [
+    "AA_RAW",
+    "INSTALL_JSONSCHEMA",
+    "ORIGINAL_FORMAT",
+    "OWN_REFS",
+    "PR_VERSION_KEYS",
+    "READABLE_VERSIONS",
+    "SCHEMAS",
+    "SCHEMA_VERSION",
+    "SKIPPED_LINE",
+    "available",
+    "check_line",
+    "detect_format",
+    "first_problem",
+]
+
 # 2: worker processes (records carry ``worker``; metadata ``processes`` and ``workers``),
 # one interval per row with ``ci_level`` and ``interval_method``.
 # 3: each metadata fact once, under the original script's name where it has one

@@ -22,6 +22,30 @@ import pandas as pd
 from embedbench.report import compare, static, tables, views
 from embedbench.report.results import RunResult
 
+__all__ = [
+    "REPORT_SECTIONS",
+    "Item",
+    "Note",
+    "Preformatted",
+    "RawHtml",
+    "Section",
+    "Table",
+    "block_distributions",
+    "call_distribution",
+    "comparison",
+    "cpu_frequency",
+    "diagnostics",
+    "interval_and_verdict",
+    "item_html",
+    "markdown_html",
+    "paired_blocks",
+    "pr_format",
+    "provenance",
+    "show",
+    "status",
+    "timer_floor_and_validation",
+]
+
 
 @dataclass(frozen=True)
 class Note:

@@ -36,6 +36,32 @@ from embedbench.harness import stats
 from embedbench.report import compare, figuredata, tables
 from embedbench.report.results import RunResult
 
+__all__ = [
+    "COLORS",
+    "DIFFERS_COLOR",
+    "DRIFT_COLOR",
+    "FIGURE_DPI",
+    "LOG_SCALE_SPAN",
+    "ORDER_MARKERS",
+    "OUTLIER_EDGE",
+    "OUTLIER_WORKER_SHADE",
+    "OUTLIER_WORKER_TEXT",
+    "SERIES_COLORS",
+    "UNKNOWN_ORDER",
+    "VERDICT_COLORS",
+    "WORKER_SHADE",
+    "ReportFigure",
+    "block_distributions",
+    "call_distribution",
+    "canary_trace",
+    "compare_reductions",
+    "frequency_note",
+    "frequency_trace",
+    "gpu_clock_trace",
+    "paired_blocks",
+    "reduction_forest",
+]
+
 FIGURE_DPI = 90
 COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2"}
 UNKNOWN_ORDER = "#8c8c8c"

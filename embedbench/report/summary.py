@@ -15,6 +15,18 @@ from embedbench.config import DEFAULT_BLOCKS, DEFAULT_PROCESSES
 from embedbench.harness import diagnostics, stability, stats
 from embedbench.harness.blocks import BlockTable, block_table
 
+__all__ = [
+    "Record",
+    "aa_summary",
+    "design_check",
+    "faults_per_call",
+    "invalid_row",
+    "summarize_records",
+    "summarize_table",
+    "summary_row",
+    "worker_facts",
+]
+
 Record = dict[str, Any]
 
 

@@ -19,6 +19,22 @@ from typing import Any
 from embedbench.report import figuredata, interactive, static
 from embedbench.report.results import RunResult
 
+__all__ = [
+    "VEGA_FILES",
+    "View",
+    "block_distributions",
+    "call_distribution",
+    "canary_trace",
+    "chart_html",
+    "compare_reductions",
+    "frequency_trace",
+    "gpu_clock_trace",
+    "paired_blocks",
+    "reduction_forest",
+    "spec_json",
+    "vega_scripts",
+]
+
 VEGA_FILES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js", "embed.js")
 
 
