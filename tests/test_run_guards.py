@@ -149,6 +149,9 @@ def test_an_old_dir_with_aa_records_in_micro_raw_reads_the_same(aa_run, tmp_path
     aa_raw = json.loads((old / "aa-raw.json").read_text())
     (old / "micro-raw.json").write_text(json.dumps(raw + aa_raw))  # as written before
     (old / "aa-raw.json").unlink()
+    meta = json.loads((old / "metadata.json").read_text())
+    meta["schema_version"] = 4  # from version 5 on, A/A records are only in aa-raw.json
+    (old / "metadata.json").write_text(json.dumps(meta))
     new, moved = load_results(out), load_results(old)
     assert moved.records == new.records and moved.aa_records == new.aa_records
     assert moved.summary == new.summary
