@@ -41,7 +41,9 @@ run: setup
 	echo "results: $$results"
 
 # Re-render an existing run: make report DIR=embedbench-results/UTC-TIME (default: newest).
+# A DIR is checked first, with embedbench validate's one line, as compare's dirs are.
 report: setup
+	@$(if $(DIR),$(PY) -m embedbench validate "$(DIR)" >/dev/null || exit 2)
 	@mkdir -p $(NB_OUT)
 	@nb=$(NB_OUT)/report-$(NOW); set -ex; \
 	$(PAPERMILL) notebooks/report.ipynb $$nb.ipynb $(if $(DIR),-p results_dir "$(DIR)"); \

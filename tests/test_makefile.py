@@ -80,3 +80,15 @@ def test_make_compare_checks_the_dirs_before_papermill_with_the_clis_line(tmp_pa
     assert all(re.match(r"make(\[\d+\])?: ", line) for line in rest), rest
     assert "Traceback" not in proc.stderr + proc.stdout and "papermill" not in proc.stderr
     assert not (tmp_path / "notebooks").exists()  # no notebook, failed or not, left behind
+
+
+def test_make_report_checks_its_dir_before_papermill_and_leaves_no_notebook(tmp_path):
+    notebooks_dir = tmp_path / "results" / "notebooks"  # what a newcomer may pick by mistake
+    notebooks_dir.mkdir(parents=True)
+    proc = _make("report", tmp_path, f"DIR={notebooks_dir}")
+    assert proc.returncode == 2
+    first, *rest = proc.stderr.splitlines()
+    assert first == f"embedbench: error: results dir {notebooks_dir} has no metadata.json"
+    assert all(re.match(r"make(\[\d+\])?: ", line) for line in rest), rest
+    assert "Traceback" not in proc.stderr + proc.stdout and "papermill" not in proc.stderr
+    assert not (tmp_path / "notebooks").exists()
