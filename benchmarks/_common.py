@@ -305,14 +305,21 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def embedbench_run(
-    out: Path, flags: Sequence[str], *, core: int, label: str, python: str = sys.executable
+    out: Path,
+    flags: Sequence[str],
+    *,
+    core: int,
+    label: str,
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
 ) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
     """``python -m embedbench run`` of this checkout into ``out``, pinned to ``core``:
-    (wall seconds, metadata.json, summary.json). Exits with the run's last stderr line,
-    prefixed by ``label``, when it fails."""
+    (wall seconds, metadata.json, summary.json). ``env``: variables set for the run on top
+    of this process's. Exits with the run's last stderr line, prefixed by ``label``, when
+    it fails."""
     cmd = [python, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
     cmd += ["--cpu-core", str(core), *flags]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO_ROOT)}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - t0

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,19 +60,8 @@ def sd_ratio_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _one_run(out: Path, arm: str, flags: list[str], core: int) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
-    cmd += ["--cpu-core", str(core), *flags]
-    env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT)}
-    if arm == OFF:
-        env["EMBEDBENCH_CANARY"] = "off"
-    else:
-        env.pop("EMBEDBENCH_CANARY", None)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=C.REPO_ROOT, capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-        raise SystemExit(f"canary {arm} run exited {proc.returncode}: {tail}")
+    env = {"EMBEDBENCH_CANARY": arm}  # "on" or "off", whatever this shell has set
+    wall, _, _ = C.embedbench_run(out, flags, core=core, label=f"canary {arm} run", env=env)
     (out.parent / f"{out.name}.arm").write_text(arm)
     return _kept_run(out, arm, wall)
 
