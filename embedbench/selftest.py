@@ -316,8 +316,9 @@ def run_selftest(
     checks = [_recovery_check("arithmetic", spin, delay_us, resolution, tolerance)]
 
     with isolated(core):
-        small = carriers.bytes_for_us(base_us / 2.0)
-        extra = carriers.bytes_for_us(base_us / 10.0)
+        rate = carriers.hash_ns_per_byte()
+        small = carriers.bytes_for_us(base_us / 2.0, rate)
+        extra = carriers.bytes_for_us(base_us / 10.0, rate)
         slow, fast = carriers.hash_work(small + extra), carriers.hash_work(small)
         before = carriers.difference_us(slow, fast)
     log = carriers.CallLog()

@@ -76,10 +76,19 @@ def test_the_plain_loop_measures_a_spin_difference():
     assert len(calibration.rounds_us) == 9
 
 
-def test_hash_work_grows_with_its_size():
-    small, large = carriers.bytes_for_us(50.0), carriers.bytes_for_us(200.0)
-    assert 3.0 < large / small < 5.0
-    carriers.hash_work(large)()  # runs
+def test_hash_work_is_sized_from_one_rate():
+    # Sizing is arithmetic on one probed rate, so ratios are exact; two separate probes
+    # on a busy host once differed by more than 25 %.
+    assert carriers.bytes_for_us(50.0, 0.5) == 100_000
+    assert carriers.bytes_for_us(200.0, 0.5) == 4 * carriers.bytes_for_us(50.0, 0.5)
+    assert carriers.bytes_for_us(1e-9, 0.5) == 1
+    with pytest.raises(ValueError):
+        carriers.bytes_for_us(0.0, 0.5)
+    with pytest.raises(ValueError):
+        carriers.bytes_for_us(10.0, 0.0)
+    rate = carriers.hash_ns_per_byte()
+    assert rate > 0
+    carriers.hash_work(carriers.bytes_for_us(200.0, rate))()  # runs
 
 
 def test_bad_delays_are_refused():

@@ -33,6 +33,7 @@ __all__ = [
     "bytes_for_us",
     "chain",
     "difference_us",
+    "hash_ns_per_byte",
     "hash_work",
     "sleep_us",
     "spin_us",
@@ -88,8 +89,8 @@ CALIBRATION_ROUNDS = 9
 CALIBRATION_PAIRS = 21
 
 
-def bytes_for_us(target_us: float) -> int:
-    """How many bytes ``hash_work`` hashes in about ``target_us`` on this core (median rate)."""
+def hash_ns_per_byte() -> float:
+    """This core's BLAKE2b cost in ns per byte: the median of ``PROBE_REPEATS`` timed probes."""
     probe = hash_work(PROBE_BYTES)
     probe()
     clock = time.perf_counter_ns
@@ -98,8 +99,21 @@ def bytes_for_us(target_us: float) -> int:
         start = clock()
         probe()
         times.append(clock() - start)
-    ns_per_byte = statistics.median(times) / PROBE_BYTES
-    return max(1, round(target_us * 1000.0 / ns_per_byte))
+    return statistics.median(times) / PROBE_BYTES
+
+
+def bytes_for_us(target_us: float, ns_per_byte: float | None = None) -> int:
+    """How many bytes ``hash_work`` hashes in about ``target_us`` at ``ns_per_byte``.
+
+    Without a rate, this probes one (``hash_ns_per_byte``); pass the same rate to size
+    several carriers so their ratios are exact rather than two probes apart.
+    """
+    if target_us <= 0:
+        raise ValueError(f"target_us must be positive, not {target_us}")
+    rate = hash_ns_per_byte() if ns_per_byte is None else ns_per_byte
+    if rate <= 0:
+        raise ValueError(f"ns_per_byte must be positive, not {rate}")
+    return max(1, round(target_us * 1000.0 / rate))
 
 
 def sleep_us(duration_us: float) -> Call:
