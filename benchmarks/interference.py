@@ -3,13 +3,15 @@
 Alternates default runs (``python -m embedbench run``, all defaults plus any ``-- EXTRA``
 flags) on a quiet machine with runs under an injected neighbour (``benchmarks/neighbour.py``):
 a copy loop over twice the L3 (at least 64 MiB) pinned to another allowed core, toggled
-(on 3 s, off 3 s) or always on, and CPU bursts on the measuring core (50 ms in every
-150 ms: below the contention guard's bar). The order is quiet, toggled, quiet,
-always-on, quiet, bursts, … so that each neighbour run has a quiet run next to it. Per condition:
+(on 3 s, off 3 s) or always on, CPU bursts on the measuring core (50 ms in every
+150 ms: below the contention guard's bar), and, as a control that must not be labelled,
+another core spinning on and off (busy, but touching no memory). The order is quiet,
+toggled, quiet, always-on, quiet, bursts, quiet, spinning, … so that each neighbour run has
+a quiet run next to it. Per condition:
 
 - how many runs the kit labelled noisy (``host_stability.verdict``) or refused (exit 2,
   the quiet-host wait ran out): the detection rate on hog runs (target 100 %) and the
-  false-alarm rate on quiet runs (target ≤ 10 %);
+  false-alarm rate on quiet and spinning runs (target ≤ 10 %);
 - among the runs it did not label (stable runs of any condition): per case, the mean
   reduction, between-run SD, mean half-width and cross-coverage (target ≥ 0.80 every
   case), and Text verdicts other than "no detectable difference" (target 0: Text does one
@@ -45,12 +47,17 @@ from between_runs import CASE_ORDER, QUICK_DESIGN, cross_coverage
 
 QUIET, TOGGLED, ALWAYS = "quiet", "hog on/off 3 s", "hog always on"
 BURSTS = "CPU bursts on the core"
+SPIN = "other core spinning on/off 3 s"
 HOG_ARGS = {
     TOGGLED: ["--on", "3", "--off", "3"],
     ALWAYS: ["--on", "1", "--off", "0"],
     BURSTS: ["--spin", "--on", "0.05", "--off", "0.1"],
+    SPIN: ["--spin", "--on", "3", "--off", "3"],
 }
-NEIGHBOURS = (TOGGLED, ALWAYS, BURSTS)
+NEIGHBOURS = (TOGGLED, ALWAYS, BURSTS, SPIN)
+# Conditions that must not be labelled: nothing else running, or a busy other core that
+# touches no memory (the cause without the effect, as unrelated busy cores on a GPU box).
+HARMLESS = (QUIET, SPIN)
 TARGET_DETECTION = 1.0
 TARGET_FALSE_ALARM = 0.10
 TARGET_COVERAGE = 0.80
@@ -146,6 +153,7 @@ def kept_run(out: Path, condition: str, wall: float | None = None) -> dict[str, 
         "workers": host.get("workers", []),
         "between_workers": host.get("between_workers"),
         "other_cores_busy": host.get("other_cores_busy"),
+        "neighbour": host.get("neighbour"),
     }
 
 
@@ -171,8 +179,9 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
         noisy = sum(r["outcome"] == "noisy" for r in mine)
         refused = sum(r["outcome"] == REFUSED for r in mine)
         rate = (noisy + refused) / len(mine)
-        target = TARGET_FALSE_ALARM if condition == QUIET else TARGET_DETECTION
-        met = rate <= target if condition == QUIET else rate >= target
+        harmless = condition in HARMLESS
+        target = TARGET_FALSE_ALARM if harmless else TARGET_DETECTION
+        met = rate <= target if harmless else rate >= target
         rates[condition] = rate
         rows.append(
             [
@@ -181,7 +190,7 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
                 noisy,
                 refused,
                 f"{100 * rate:.0f} %",
-                ("≤ " if condition == QUIET else "") + f"{100 * target:.0f} %",
+                ("≤ " if harmless else "") + f"{100 * target:.0f} %",
                 "yes" if met else "**no**",
             ]
         )
@@ -250,6 +259,7 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
                 "–" if not r.get("canary_s") else f"{100 * r['canary_s'] / r['wall_s']:.2f} %",
                 spreads or "–",
                 "–" if between is None else f"{100 * between:.1f}",
+                _contrast(r.get("neighbour")),
                 (r.get("reasons") or [r.get("error") or ""])[0][:90],
             ]
         )
@@ -261,14 +271,25 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
         "canary cost",
         "worker canary spread (%)",
         "between workers (%)",
+        "canary busy ÷ idle − 1 (halves)",
         "first reason",
     ]
-    return C.markdown_table(headers, rows, align="rllrrlrl")
+    return C.markdown_table(headers, rows, align="rllrrlrll")
+
+
+def _contrast(neighbour: dict[str, Any] | None) -> str:
+    """The canary's contrast between block halves with the other cores busy and idle."""
+    if not neighbour:
+        return "–"
+    counts = f"({neighbour['busy_reads']} / {neighbour['idle_reads']})"
+    if neighbour.get("effect") is None:
+        return f"– {counts}"
+    return f"{100 * neighbour['effect']:+.1f} % p {neighbour['p_value']:.1g} {counts}"
 
 
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--pairs", type=int, default=None, help="quiet + neighbour pairs (default 12)")
+    p.add_argument("--pairs", type=int, default=None, help="quiet + neighbour pairs (default 16)")
     p.add_argument("--keep", metavar="DIR", help="keep every run's output directory under DIR")
     p.add_argument("--from", dest="from_dir", metavar="DIR", help="analyse runs kept with --keep")
     p.add_argument(
@@ -290,7 +311,7 @@ def main() -> None:
         if kept_tries.is_file():
             tries = json.loads(kept_tries.read_text())
     else:
-        order = schedule(args.pairs or (3 if args.quick else 12))
+        order = schedule(args.pairs or (3 if args.quick else 16))
         with tempfile.TemporaryDirectory(prefix="embedbench-interference-") as tmp:
             where = Path(args.keep) if args.keep else Path(tmp)
             where.mkdir(parents=True, exist_ok=True)

@@ -52,7 +52,7 @@ from embedbench.errors import ConfigError, HostNoisyError, one_line
 from embedbench.harness import devices, freshness, stability, sysinfo
 from embedbench.harness.canary import Canary
 from embedbench.harness.devices import count_device_syncs, sync_for
-from embedbench.harness.isolation import isolated
+from embedbench.harness.isolation import isolated, other_cores_reader
 from embedbench.harness.timing import (
     AA_SCOPE,
     MICRO_SCOPE,
@@ -573,14 +573,16 @@ def _timer_floor(share: Share, emit: Emit, sync: Callable[[], None], probes: Blo
 
 
 def _block_probes(share: Share, canary: Canary) -> tuple[str, BlockProbes]:
-    """What is read at every block edge (MHz, GPU clock, and the canary unless it is off),
-    and the MHz source."""
+    """What is read at every block edge (MHz, GPU clock, the other cores' jiffies, and the
+    canary unless it is off), and the MHz source. Called before ``isolated()``, so the
+    other cores are the ones this process may run on besides the measuring core."""
     frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
     device = torch.device(share.device)
     on = canary_enabled()
     probes = BlockProbes(
         read_mhz=read_mhz,
         read_gpu_mhz=devices.gpu_clock_reader(device),
+        other_cores=other_cores_reader(share.cpu_core),
         **({"canary": canary.read_us, "device_canary": canary.device_us} if on else {}),
     )
     return frequency_source, probes

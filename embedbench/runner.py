@@ -58,6 +58,7 @@ from embedbench.harness.isolation import (
     allowed_cores,
     check_contention,
     isolated,
+    other_cores_reader,
     resolve_cpu_core,
 )
 from embedbench.harness.parentcore import ParentAffinity, measuring_here, pinned_away
@@ -1016,7 +1017,9 @@ def _paired_in_process(
     sync = sync_for(dev)
     _, read_mhz = sysinfo.cpu_frequency_reader(core)
     canary = Canary(device=dev, core=core)
-    probes = BlockProbes(read_mhz=read_mhz, canary=canary.read_us)
+    probes = BlockProbes(
+        read_mhz=read_mhz, canary=canary.read_us, other_cores=other_cores_reader(core)
+    )
     schedule_seed = derive_seed(checked.seed, "paired_benchmark")
     ordered = {name: variants[name] for name in VARIANTS}
     with host_lock(), isolated(core):

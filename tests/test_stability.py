@@ -188,6 +188,9 @@ def test_the_canary_gathers_a_lookups_rows_from_a_table_past_the_last_level_cach
     canary = Canary(1172, table=table, llc_bytes=16 * 2**20)
     assert canary.source == "embedding table" and canary._source is table
     assert canary.rows == 2048 and canary.nbytes == 2048 * 2048  # 4 MiB at least
+    wide = torch.ones(2**14, 4096, dtype=torch.bfloat16)  # 128 MiB, rows of 8 KiB
+    half = Canary(1172, table=wide, llc_bytes=16 * 2**20)
+    assert half.rows == 586 and half.nbytes == 586 * 8192  # half a lookup, past 4 MiB
     sets = {tuple(r[:8].tolist()) for r in canary._row_sets}
     assert len(sets) == len(canary._row_sets)  # every read another random row set
     described = canary.describe()

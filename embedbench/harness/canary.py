@@ -2,9 +2,9 @@
 
 A virtual machine hides its CPU frequency, and ``/proc/stat`` of the pinned core does not
 show a neighbour that shares the memory system (another core, another guest). What both
-would change, the canary sees by its effect. It does what a lookup does: it gathers one
-lookup's rows, at random, from a table larger than the last-level cache into a
-preallocated buffer, timed with the harness's own clock. The table is the measured
+would change, the canary sees by its effect. It does what a lookup does: it gathers half
+a lookup's rows (never under 4 MiB), at random, from a table larger than the last-level
+cache into a preallocated buffer, timed with the harness's own clock. The table is the measured
 embedding table itself where that lives in host memory and is large enough, else a
 buffer of the canary's own. Each read takes another of a fixed set of random row sets, so
 every read finds its rows in memory, not in a cache, as the lookups do. Its size is fixed
@@ -40,6 +40,7 @@ __all__ = [
     "MIN_READ_BYTES",
     "MIN_SOURCE_BYTES",
     "PROBE_COPIES",
+    "ROWS_SHARE",
     "ROW_SETS",
     "Canary",
     "source_bytes",
@@ -47,6 +48,9 @@ __all__ = [
 
 # One text lookup at the default geometry: 1172 rows of 3584 bfloat16 values.
 DEFAULT_ROWS = 1172
+# The canary gathers this share of a lookup's rows: half a lookup moved as much as a whole
+# one under a memory neighbour, at half the cost (docs/PERFORMANCE.md, "Interference").
+ROWS_SHARE = 0.5
 DEFAULT_ROW_BYTES = 3584 * 2
 # Never fewer bytes a read than this: twice a large per-core L2 (2 MiB), so that a small
 # test geometry still reads memory, not a few cache lines.
@@ -81,8 +85,8 @@ def _own_source(row_bytes: int, nbytes: int) -> torch.Tensor:
 
 
 class Canary:
-    """A gather of ``rows`` random rows from a table larger than the last-level cache (and a
-    host↔device round trip on CUDA), timed on demand.
+    """A gather of half of ``rows`` (one lookup's) random rows from a table larger than the
+    last-level cache (and a host↔device round trip on CUDA), timed on demand.
 
     ``table`` is the measured embedding table: used as the source when it is a 2-D host
     tensor of at least ``source_bytes`` bytes, else the canary allocates its own of rows
@@ -115,7 +119,7 @@ class Canary:
         else:
             self._source, self.source = _own_source(int(row_bytes), needed), "own buffer"
         width_bytes = self._source.shape[1] * self._source.element_size()
-        self.rows = max(int(rows), math.ceil(MIN_READ_BYTES / width_bytes))
+        self.rows = max(math.ceil(int(rows) * ROWS_SHARE), math.ceil(MIN_READ_BYTES / width_bytes))
         self.nbytes = self.rows * width_bytes
         self._out = torch.empty(self.rows, self._source.shape[1], dtype=self._source.dtype)
         generator = torch.Generator().manual_seed(0)

@@ -35,6 +35,7 @@ __all__ = [
     "allowed_cores",
     "check_contention",
     "isolated",
+    "other_cores_reader",
     "read_cpu_jiffies",
     "resolve_cpu_core",
 ]
@@ -151,6 +152,26 @@ def read_cpu_jiffies(path: str | Path = PROC_STAT) -> dict[int, tuple[int, int]]
     if not cores:
         raise ValueError(f"{path} has no per-core cpuN lines")
     return cores
+
+
+def other_cores_reader(
+    core: int, cores: Iterable[int] | None = None, path: str | Path = PROC_STAT
+) -> Callable[[], dict[int, tuple[int, int]] | None]:
+    """A reader of the (busy, idle) jiffies of ``cores`` other than ``core`` (default: this
+    process's allowed cores, read now, before ``isolated()`` narrows them). It returns None
+    when there is no other core or ``/proc/stat`` cannot be read."""
+    others = {c for c in (allowed_cores() if cores is None else cores) if c != core}
+
+    def read() -> dict[int, tuple[int, int]] | None:
+        if not others:
+            return None
+        try:
+            jiffies = read_cpu_jiffies(path)
+        except (OSError, ValueError):
+            return None
+        return {c: v for c, v in jiffies.items() if c in others} or None
+
+    return read
 
 
 def _busy_shares(

@@ -32,9 +32,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 
 __all__ = [
     "MIN_READS",
+    "NEIGHBOUR_BUSY_STEP",
+    "NEIGHBOUR_EFFECT_LIMIT",
+    "NEIGHBOUR_IDLE_STEP",
+    "NEIGHBOUR_MIN_READS",
+    "NEIGHBOUR_P_LIMIT",
     "NOISY",
     "PROBE_LEVEL_LIMIT",
     "PROBE_SPREAD_LIMIT",
@@ -46,6 +52,7 @@ __all__ = [
     "WAIT_POLL_S",
     "Group",
     "HostStability",
+    "NeighbourContrast",
     "ProbeReading",
     "WorkerCanary",
     "assess_host",
@@ -54,6 +61,7 @@ __all__ = [
     "canary_reads",
     "iqr_spread",
     "likely_cause",
+    "neighbour_contrast",
     "next_reference",
     "read_probe",
     "spread",
@@ -80,6 +88,16 @@ RUN_LEVEL_LIMIT = 0.45
 # waited, or measured anyway with --allow-busy) make the run noisy (quiet runs: at most 3
 # of their 35 at the old probe limits; under CPU bursts on the measuring core: 11).
 WAITED_PROBES_LIMIT = 3
+# A neighbour seen by its effect: block halves while the other cores were busier (at least
+# NEIGHBOUR_BUSY_STEP cores above the run's idle floor) against halves at the floor (within
+# NEIGHBOUR_IDLE_STEP), their canary reads over their (case, length, scope, variant)
+# median. A contrast above NEIGHBOUR_EFFECT_LIMIT with a one-sided rank-sum p below
+# NEIGHBOUR_P_LIMIT, over at least NEIGHBOUR_MIN_READS reads a side, makes the run noisy.
+NEIGHBOUR_BUSY_STEP = 0.75
+NEIGHBOUR_IDLE_STEP = 0.25
+NEIGHBOUR_EFFECT_LIMIT = 0.02
+NEIGHBOUR_P_LIMIT = 0.01
+NEIGHBOUR_MIN_READS = 10
 # How long the runner waits for a quiet probe before it refuses, and how often it looks.
 WAIT_MAX_S = 30.0
 WAIT_POLL_S = 1.0
@@ -184,6 +202,7 @@ class HostStability:
     other_cores_busy: dict[str, float | None] = field(default_factory=dict)
     thresholds: dict[str, float] = field(default_factory=dict)
     canary_reads: int = 0
+    neighbour: dict[str, Any] | None = None
 
     @property
     def noisy(self) -> bool:
@@ -259,6 +278,95 @@ def _between_workers(groups: dict[Group, list[float]]) -> tuple[float | None, st
     return float(np.median(list(ratios.values()))), f"{worst[0]}@{worst[1]}"
 
 
+def _medians(pairs: Iterable[tuple[Any, float]]) -> dict[Any, float]:
+    """The median of the values under each key."""
+    values: dict[Any, list[float]] = {}
+    for key, value in pairs:
+        values.setdefault(key, []).append(value)
+    return {key: float(np.median(v)) for key, v in values.items()}
+
+
+@dataclass(frozen=True)
+class NeighbourContrast:
+    """The canary while the other cores were busier than their idle floor against while
+    they sat at it: how many block halves each side, the floor (in cores), the contrast
+    (median busier over median idle, minus 1; None with too few reads a side) and its
+    one-sided rank-sum p."""
+
+    busy_reads: int
+    idle_reads: int
+    idle_floor_cores: float
+    effect: float | None
+    p_value: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        return asdict(self)
+
+
+def neighbour_contrast(
+    records: Iterable[Any],
+    *,
+    busy_step: float = NEIGHBOUR_BUSY_STEP,
+    idle_step: float = NEIGHBOUR_IDLE_STEP,
+    min_reads: int = NEIGHBOUR_MIN_READS,
+) -> NeighbourContrast | None:
+    """Does the canary slow down when the other cores are busy? Each record's end read
+    over its (case, tokens, scope, variant) median, split by the other cores' busy time
+    over that block half (``other_cores_busy``). A neighbour that comes and goes shows as a
+    contrast the host's slow drift cannot: both sides are spread over the same minutes.
+    None when no record carries both readings."""
+    reads: list[tuple[int, tuple[str, int, str, str], float, float]] = []
+    for record in records:
+        canary, busy = _field(record, "canary_us_end"), _field(record, "other_cores_busy")
+        if canary is None or busy is None:
+            continue
+        group = (
+            str(_field(record, "case")),
+            int(_field(record, "tokens") or 0),
+            str(_field(record, "scope")),
+            str(_field(record, "variant")),
+        )
+        reads.append((int(_field(record, "worker") or 0), group, float(canary), float(busy)))
+    if not reads:
+        return None
+    # Each read over its group's median (what the block half did), then over its worker's
+    # median of those (workers differ in level, by their own pages of the table).
+    centre = _medians((group, canary) for _, group, canary, _ in reads)
+    scaled = [
+        (worker, canary / centre[group], busy)
+        for worker, group, canary, busy in reads
+        if centre[group] > 0
+    ]
+    level = _medians((worker, ratio) for worker, ratio, _ in scaled)
+    ratios = [(ratio / level[worker], busy) for worker, ratio, busy in scaled if level[worker] > 0]
+    if not ratios:
+        return None
+    floor = float(np.percentile([busy for _, busy in ratios], 10))
+    idle = [ratio for ratio, busy in ratios if busy <= floor + idle_step]
+    busier = [ratio for ratio, busy in ratios if busy >= floor + busy_step]
+    effect = p_value = None
+    if len(idle) >= min_reads and len(busier) >= min_reads:
+        effect = float(np.median(busier) / np.median(idle) - 1.0)
+        p_value = float(sps.mannwhitneyu(busier, idle, alternative="greater").pvalue)
+    return NeighbourContrast(len(busier), len(idle), floor, effect, p_value)
+
+
+def _neighbour_reason(
+    contrast: NeighbourContrast | None, effect_limit: float, p_limit: float
+) -> str | None:
+    if contrast is None or contrast.effect is None or contrast.p_value is None:
+        return None
+    if contrast.effect <= effect_limit or contrast.p_value >= p_limit:
+        return None
+    return (
+        f"the canary read {100 * contrast.effect:.0f} % slower in the "
+        f"{contrast.busy_reads} block halves while other cores were busy than in the "
+        f"{contrast.idle_reads} while they were idle (rank-sum p {contrast.p_value:.1g}; "
+        f"limit {100 * effect_limit:.0f} %): a neighbour sharing the memory system"
+    )
+
+
 def _thresholds() -> dict[str, float]:
     return {
         "probes_waited": WAITED_PROBES_LIMIT,
@@ -266,6 +374,8 @@ def _thresholds() -> dict[str, float]:
         "probe_level": PROBE_LEVEL_LIMIT,
         "run_spread": RUN_SPREAD_LIMIT,
         "run_between_workers": RUN_LEVEL_LIMIT,
+        "neighbour_effect": NEIGHBOUR_EFFECT_LIMIT,
+        "neighbour_p": NEIGHBOUR_P_LIMIT,
     }
 
 
@@ -300,6 +410,10 @@ def assess_host(
             f"{100 * between:.0f} % above the fastest's, the median over cases (most at "
             f"{worst}; limit {100 * level_limit:.0f} %)"
         )
+    neighbour = neighbour_contrast(records)
+    seen = _neighbour_reason(neighbour, NEIGHBOUR_EFFECT_LIMIT, NEIGHBOUR_P_LIMIT)
+    if seen:
+        reasons.append(seen)
     # One rule with or without --allow-busy: a probe that was not quiet at once (the
     # worker waited, or measured anyway) counts; a few are what a quiet host shows.
     not_quiet = [p for p in probes if not p.get("quiet", True)]
@@ -325,6 +439,7 @@ def assess_host(
             "run_between_workers": level_limit,
         },
         canary_reads=sum(len(v) for v in groups.values()),
+        neighbour=None if neighbour is None else neighbour.to_json(),
     )
 
 

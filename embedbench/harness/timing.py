@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -39,9 +39,11 @@ __all__ = [
     "Progress",
     "ReadCanary",
     "ReadMhz",
+    "ReadTicks",
     "Sync",
     "WorkerBlockRecord",
     "block_schedule",
+    "busy_cores",
     "derive_seed",
     "measure_pair",
     "measure_timer_floor",
@@ -66,6 +68,8 @@ TIMER_FLOOR_CALLS = 100
 Sync = Callable[[], None]
 ReadMhz = Callable[[], float | None]
 ReadCanary = Callable[[], float | None]
+# Cumulative (busy, idle) jiffies of the other cores, per core (None where unreadable).
+ReadTicks = Callable[[], Mapping[int, tuple[int, int]] | None]
 Progress = Callable[[int], None]
 
 
@@ -100,6 +104,9 @@ class BlockRecord:
     canary_us_end: float | None = None
     canary_device_us_start: float | None = None
     canary_device_us_end: float | None = None
+    # The other cores' busy time over the block half and its end edge, in cores (the sum of
+    # each one's busy share in /proc/stat: 1.0 is one core fully busy; None unobserved).
+    other_cores_busy: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -223,6 +230,7 @@ class BlockProbes:
     read_gpu_mhz: ReadMhz = _nothing
     canary: ReadCanary = _nothing
     device_canary: ReadCanary = _nothing
+    other_cores: ReadTicks = _nothing
 
     def edge(
         self, *, canary: bool = True
@@ -243,6 +251,22 @@ class _TimingPath:
     probes: BlockProbes
 
 
+def busy_cores(
+    before: Mapping[int, tuple[int, int]] | None, after: Mapping[int, tuple[int, int]] | None
+) -> float | None:
+    """The cores' busy time between two jiffy readings, in cores: the sum over the cores
+    both readings have of busy / (busy + idle). None when nothing elapsed on any of them."""
+    if not before or not after:
+        return None
+    total, seen = 0.0, False
+    for core in before.keys() & after.keys():
+        busy = after[core][0] - before[core][0]
+        elapsed = busy + after[core][1] - before[core][1]
+        if elapsed > 0:
+            total, seen = total + busy / elapsed, True
+    return total if seen else None
+
+
 def _block(
     fn: Callable[[], Any], calls: int, path: _TimingPath, *, first: bool, **label: Any
 ) -> BlockRecord:
@@ -254,10 +278,12 @@ def _block(
     end read is its start (one copy per edge, not two back to back).
     """
     mhz_start, gpu_start, canary_start, device_start = path.probes.edge(canary=first)
+    ticks_start = path.probes.other_cores()
     wall_start, faults_start = time.time(), _thread_minor_faults()
     samples = time_calls(fn, calls, path.sync, path.window)
     faults_end, wall_end = _thread_minor_faults(), time.time()
     mhz_end, gpu_end, canary_end, device_end = path.probes.edge()
+    ticks_end = path.probes.other_cores()
     faults = None if faults_start is None or faults_end is None else faults_end - faults_start
     return BlockRecord(
         **label,
@@ -274,6 +300,7 @@ def _block(
         canary_us_end=canary_end,
         canary_device_us_start=device_start,
         canary_device_us_end=device_end,
+        other_cores_busy=busy_cores(ticks_start, ticks_end),
     )
 
 

@@ -57,7 +57,9 @@ __all__ = [
 # in metadata; older results lack them and read as "host not observed".
 # 5: every run records its ``timing_window``, and A/A records live only in aa-raw.json;
 # older directories are read with the legacy window and their A/A records moved out of
-# micro-raw.json (``upgrades``, where every version's step lives).
+# micro-raw.json (``upgrades``, where every version's step lives). Optional in 5: each
+# record's ``other_cores_busy`` (the other cores' busy time over the block half, in cores)
+# and ``host_stability.neighbour`` (the canary's contrast between busy and idle halves).
 SCHEMA_VERSION = 5
 READABLE_VERSIONS = (1, 2, 3, 4, 5)
 # What ``refs`` and ``versions`` hold beside the original script's top-level fields.
@@ -114,6 +116,7 @@ _RECORD = {
         "canary_us_end": _NUMBER_OR_NULL,
         "canary_device_us_start": _NUMBER_OR_NULL,
         "canary_device_us_end": _NUMBER_OR_NULL,
+        "other_cores_busy": {"type": ["number", "null"], "minimum": 0},
     },
 }
 

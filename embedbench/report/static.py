@@ -757,7 +757,7 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
 
 
 def canary_trace(result: RunResult) -> ReportFigure | None:
-    """The canary (a gather of one lookup's rows from a table past the last-level cache)
+    """The canary (a gather of half a lookup's rows from a table past the last-level cache)
     read at every block half's end (and a series' first start), over wall time, coloured
     by the variant that had just run, with each worker's median as a dashed step: the
     machine's effective speed, the trace a VM's hidden CPU frequency leaves; None when the

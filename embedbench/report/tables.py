@@ -541,17 +541,30 @@ def host_label(result: RunResult) -> str | None:
 
 def host_note(result: RunResult) -> str | None:
     """One line for a run the canary found stable while other cores were busy (the cause
-    is there, its effect stayed within the canary's limits), else None."""
+    is there, its effect stayed within the canary's limits, or could not be told from the
+    host's own speed because they never idled), else None."""
     reading = result.metadata.get("host_stability") or {}
     if host_verdict(result.metadata) != STABLE:
         return None
     cause = likely_cause(reading.get("other_cores_busy") or {})
     if not cause:
         return None
-    return (
-        f"stable host by the canary, though {cause}; its effect on the canary stayed within "
-        "the limits, as large as the host's own drift at most (docs/method.md)"
-    )
+    contrast = reading.get("neighbour") or {}
+    effect = contrast.get("effect")
+    if effect is not None:
+        seen = (
+            f"the canary read {100 * effect:+.1f} % while they were busy against while they "
+            f"idled ({contrast.get('busy_reads')} and {contrast.get('idle_reads')} block "
+            "halves), within the limit"
+        )
+    elif contrast and not contrast.get("busy_reads"):
+        seen = (
+            "they were busy the whole run, so the canary cannot tell their effect from the "
+            "host's own speed: compare with a run while they idle"
+        )
+    else:
+        seen = "its effect on the canary stayed within the limits"
+    return f"stable host by the canary, though {cause}; {seen} (docs/method.md)"
 
 
 def busy_label(result: RunResult) -> str | None:
