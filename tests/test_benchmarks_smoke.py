@@ -53,6 +53,7 @@ SCRIPTS = {
     "profile_cases": ["--hidden", "32", "--cases", "text", "interleaved"],
     "cli_startup": [],
     "canary_shapes": ["--trials", "2"],
+    "neighbour_effect": ["--seconds", "2"],
 }
 
 
@@ -834,3 +835,22 @@ def test_canary_ab_quick_runs_both_arms_and_reanalyses(small_checkpoint: Path, t
     again = _run([str(BENCH / "canary_ab.py"), "--from", str(kept)], tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "#### Wall time" in again.stdout
+
+
+@pytest.mark.slow
+def test_checkout_ab_runs_two_checkouts_in_turn_and_reanalyses_them(
+    small_checkpoint: Path, tmp_path: Path
+) -> None:
+    kept = tmp_path / "ab"
+    design = ["--model", str(small_checkpoint), "--lengths", "300", "--cases", "text"]
+    design += ["--blocks", "6", "--iterations", "5", "--warmup", "2", "--allow-busy"]
+    flags = ["--quick", "--arm", f"a={ROOT}", "--arm", f"b={ROOT}", "--keep", str(kept)]
+    res = _run([str(BENCH / "checkout_ab.py"), *flags, "--", *design], tmp_path, timeout=400)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert sorted(p.name for p in kept.iterdir()) == ["run00-a", "run01-b"]
+    assert "| a | text | 1 |" in res.stdout and "| b | text | 1 |" in res.stdout
+    again = _run([str(BENCH / "checkout_ab.py"), "--from", str(kept)], tmp_path)
+    assert again.returncode == 0 and "| a | text | 1 |" in again.stdout
+    one = _run([str(BENCH / "checkout_ab.py"), "--arm", f"a={ROOT}"], tmp_path)
+    assert one.returncode == 2 and "give two --arm" in one.stderr
+    assert "Traceback" not in one.stderr

@@ -66,8 +66,10 @@ ROW_SETS = 16
 # The host to device round trip: 4 KiB, small enough to be latency, not bandwidth.
 DEVICE_ROUND_TRIP_BYTES = 4096
 # Reads per probe (the quiet-host wait before a worker and every case); the first is
-# dropped. Nine keep the probes near 0.3 % of a default run.
-PROBE_COPIES = 9
+# dropped. Seventeen half-lookup reads span about as long (14 ms) as the nine whole-lookup
+# reads did; nine half-lookup reads labelled CPU bursts on the measuring core in 2 of 4
+# runs against 4 of 4 (docs/PERFORMANCE.md, "Interference").
+PROBE_COPIES = 17
 
 
 def source_bytes(llc_bytes: int | None) -> int:
