@@ -108,7 +108,7 @@ def test_a_neighbour_that_comes_and_goes_is_seen_by_its_effect():
     rng = np.random.default_rng(21)
     caught = 0
     for _ in range(20):
-        reading = stability.assess_host(_run(rng, effect=0.06))
+        reading = stability.assess_host(_run(rng, effect=0.10))
         contrast = reading.neighbour
         assert contrast is not None and contrast["busy_reads"] >= 100
         caught += reading.noisy
@@ -122,7 +122,7 @@ def test_busy_cores_that_do_not_slow_the_canary_are_no_reason():
     rng = np.random.default_rng(22)
     readings = [stability.assess_host(_run(rng, effect=0.0)) for _ in range(200)]
     seen = [r for r in readings if any("other cores were busy" in x for x in r.reasons)]
-    assert len(seen) <= 4  # about 1 in 200: the p limit is 0.01, the effect limit 2 %
+    assert len(seen) <= 2  # the p limit is 0.01, the effect limit 5 %
     effects = [r.neighbour["effect"] for r in readings]
     assert abs(float(np.median(effects))) < 0.005
 
