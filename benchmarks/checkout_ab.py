@@ -15,7 +15,6 @@ decide the canary's size (docs/PERFORMANCE.md, "Interference").
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from typing import Any
 
 import _common as C
 from between_runs import CASE_ORDER, cross_coverage
-from interference import canary_seconds
+from interference import by_case, kept_run
 
 
 def schedule(arms: list[str], pairs: int) -> list[str]:
@@ -55,31 +54,16 @@ def kept(top: Path) -> dict[str, list[dict[str, Any]]]:
     for out in sorted(top.glob("run*-*")):
         if not (out / "summary.json").is_file():
             continue
-        meta = json.loads((out / "metadata.json").read_text())
-        records = json.loads((out / "micro-raw.json").read_text())
-        wall = meta["end_time"] - meta["start_time"]
-        arms.setdefault(out.name.split("-", 1)[1], []).append(
-            {
-                "wall_s": wall,
-                "cost": canary_seconds(meta, records) / wall,
-                "noisy": (meta.get("host_stability") or {}).get("verdict") == "noisy",
-                "summary": json.loads((out / "summary.json").read_text()),
-            }
-        )
+        arm = out.name.split("-", 1)[1]
+        run = kept_run(out, arm)
+        run["cost"] = run["canary_s"] / run["wall_s"]
+        arms.setdefault(arm, []).append(run)
     return arms
 
 
 def arm_rows(arm: str, runs: list[dict[str, Any]]) -> list[list[Any]]:
     """Per case of one arm: runs, mean, SD, mean half-width, cross-coverage, Text calls."""
-    cases: dict[str, dict[str, list[Any]]] = {}
-    for run in runs:
-        for row in run["summary"]:
-            if row.get("reduction_pct") is None:
-                continue
-            entry = cases.setdefault(row["case"], {"red": [], "ci": [], "verdicts": []})
-            entry["red"].append(row["reduction_pct"])
-            entry["ci"].append(row["reduction_ci95_pct"])
-            entry["verdicts"].append(row["verdict"])
+    cases = by_case(runs)
     rows = []
     for case in sorted(cases, key=lambda c: CASE_ORDER.index(c) if c in CASE_ORDER else 99):
         e = cases[case]
@@ -137,7 +121,7 @@ def main() -> None:
             len(runs),
             C.median([r["wall_s"] for r in runs]),
             100 * max(r["cost"] for r in runs),
-            sum(r["noisy"] for r in runs),
+            sum(r["outcome"] == "noisy" for r in runs),
         ]
         for arm, runs in arms.items()
     ]

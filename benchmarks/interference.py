@@ -198,18 +198,27 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     return C.markdown_table(headers, rows, align="lrrrrrl"), rates
 
 
-def stable_table(runs: list[dict[str, Any]]) -> tuple[str, list[str], int]:
-    """Per case over the unlabelled (stable) runs: reductions, SD, half-width, coverage."""
-    stable = [r for r in runs if r["outcome"] == "stable"]
-    cases: dict[str, dict[str, list[Any]]] = {}
-    for run in stable:
+def by_case(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per case over ``runs``' summaries: its label, and each run's reduction, 95 %
+    interval and verdict (rows without a reduction left out)."""
+    cases: dict[str, dict[str, Any]] = {}
+    for run in runs:
         for row in run["summary"]:
             if row.get("reduction_pct") is None:
                 continue
-            entry = cases.setdefault(row["case"], {"label": row["label"], "red": [], "ci": []})
+            entry = cases.setdefault(
+                row["case"], {"label": row["label"], "red": [], "ci": [], "verdicts": []}
+            )
             entry["red"].append(row["reduction_pct"])
             entry["ci"].append(row["reduction_ci95_pct"])
-            entry.setdefault("verdicts", []).append(row["verdict"])
+            entry["verdicts"].append(row["verdict"])
+    return cases
+
+
+def stable_table(runs: list[dict[str, Any]]) -> tuple[str, list[str], int]:
+    """Per case over the unlabelled (stable) runs: reductions, SD, half-width, coverage."""
+    stable = [r for r in runs if r["outcome"] == "stable"]
+    cases = by_case(stable)
     rows, missed = [], []
     for case in sorted(cases, key=lambda c: CASE_ORDER.index(c) if c in CASE_ORDER else 99):
         e = cases[case]

@@ -24,6 +24,7 @@ over √2), which sets how large a contrast a run of 240 block halves can resolv
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -86,17 +87,13 @@ def _steps(core: int, other: int | None, seconds: float, hog_args: list[str] | N
     return {"rows": rows, "half_rows": half.rows, "whole_rows": whole.rows}
 
 
-_TABLE = []
-
-
+@functools.lru_cache(maxsize=1)
 def _table():
     """The default geometry's table, built once per process."""
     import torch
 
-    if not _TABLE:
-        torch.manual_seed(0)
-        _TABLE.append(torch.randn(C.VOCAB_7B, C.HIDDEN_7B).to(torch.bfloat16))
-    return _TABLE[0]
+    torch.manual_seed(0)
+    return torch.randn(C.VOCAB_7B, C.HIDDEN_7B).to(torch.bfloat16)
 
 
 def summarise(name: str, rows: list[tuple[float, float, float, float | None]]) -> list:

@@ -36,32 +36,27 @@ def test_the_reader_keeps_only_the_other_cores(tmp_path):
     assert isolation.other_cores_reader(1, cores=[0], path=tmp_path / "missing")() is None
 
 
+def _two_blocks(probes: timing.BlockProbes | None = None) -> list[timing.BlockRecord]:
+    return timing.measure_pair(
+        {"baseline": lambda: None, "fixed": lambda: None},
+        **dict(case="text", tokens=300, warmup=0, blocks=2, iterations=2, seed=0),
+        device="cpu",
+        probes=probes,
+    )
+
+
 def test_every_block_half_records_the_other_cores_busy_time():
-    busy = iter(range(0, 1000, 3))
-    ticks = lambda: {0: (next(busy), 100)}  # noqa: E731 (3 busy jiffies per reading)
-    records = timing.measure_pair(
-        {"baseline": lambda: None, "fixed": lambda: None},
-        case="text",
-        tokens=300,
-        warmup=0,
-        blocks=2,
-        iterations=2,
-        seed=0,
-        device="cpu",
-        probes=timing.BlockProbes(other_cores=ticks),
-    )
-    # each half reads at its start and at its end: 3 busy of 3 elapsed jiffies
+    readings = []
+
+    def ticks() -> dict[int, tuple[int, int]]:
+        readings.append(3 * len(readings))  # 3 busy jiffies more at every reading
+        return {0: (readings[-1], 100)}
+
+    records = _two_blocks(timing.BlockProbes(other_cores=ticks))
+    # one reading per edge (a half starts where the one before it ended): 3 busy of 3
     assert [r.other_cores_busy for r in records] == [1.0] * 4
-    plain = timing.measure_pair(
-        {"baseline": lambda: None, "fixed": lambda: None},
-        case="text",
-        tokens=300,
-        warmup=0,
-        blocks=2,
-        iterations=2,
-        seed=0,
-        device="cpu",
-    )
+    assert len(readings) == len(records) + 1
+    plain = _two_blocks()
     assert {r.other_cores_busy for r in plain} == {None}
     assert "other_cores_busy" in plain[0].to_json()
 

@@ -24,6 +24,7 @@ import torch
 from embedbench.errors import ConfigError, ContentionError
 from embedbench.harness.allocator import steady_allocator
 from embedbench.harness.ioguard import guard_window_s
+from embedbench.harness.timing import busy_shares
 
 __all__ = [
     "CONTENTION_THRESHOLD",
@@ -174,17 +175,6 @@ def other_cores_reader(
     return read
 
 
-def _busy_shares(
-    before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]
-) -> dict[int, float | None]:
-    shares: dict[int, float | None] = {}
-    for core in before.keys() & after.keys():
-        busy = after[core][0] - before[core][0]
-        total = busy + after[core][1] - before[core][1]
-        shares[core] = busy / total if total > 0 else None
-    return shares
-
-
 def _least(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return min(known) if known else None
@@ -313,7 +303,7 @@ def check_contention(
             after = read_cpu_jiffies(proc_stat)
         except (OSError, ValueError) as exc:
             return unavailable(f"cannot read {proc_stat}: {' '.join(str(exc).split())}")
-        per_window.append(_busy_shares(snapshot, after))
+        per_window.append(busy_shares(snapshot, after))
         snapshot = after
     shares = [w.get(core) for w in per_window]
     busy_share = _least(shares)

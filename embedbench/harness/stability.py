@@ -93,7 +93,7 @@ WAITED_PROBES_LIMIT = 3
 # NEIGHBOUR_IDLE_STEP), their canary reads over their (case, length, scope, variant)
 # median. A contrast above NEIGHBOUR_EFFECT_LIMIT with a one-sided rank-sum p below
 # NEIGHBOUR_P_LIMIT, over at least NEIGHBOUR_MIN_READS reads a side, makes the run noisy.
-# The limit sits above every contrast an other core spinning on and off (busy, touching no
+# The limit sits above every contrast another core spinning on and off (busy, touching no
 # memory) gave on the CI machine, −2.3 to +3.5 % in 7 tries; a memory hog there gave −0.4
 # to +11.5 % in 9, and moved the lookups by at most 2.1 % (docs/PERFORMANCE.md).
 NEIGHBOUR_BUSY_STEP = 0.75

@@ -44,6 +44,7 @@ __all__ = [
     "WorkerBlockRecord",
     "block_schedule",
     "busy_cores",
+    "busy_shares",
     "derive_seed",
     "measure_pair",
     "measure_timer_floor",
@@ -242,29 +243,39 @@ class BlockProbes:
         return self.read_mhz(), self.read_gpu_mhz(), self.canary(), self.device_canary()
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True)
 class _TimingPath:
-    """How every call of a block is timed: the device sync, the edge probes, the window."""
+    """How every call of a block is timed: the device sync, the edge probes, the window;
+    and the other cores' jiffies read at the latest edge (the next block half's start)."""
 
     sync: Sync
     window: str
     probes: BlockProbes
+    edge_ticks: Mapping[int, tuple[int, int]] | None = None
+
+
+def busy_shares(
+    before: Mapping[int, tuple[int, int]], after: Mapping[int, tuple[int, int]]
+) -> dict[int, float | None]:
+    """Each core's busy share between two (busy, idle) jiffy readings: busy / (busy + idle)
+    over the interval, None for a core on which no jiffy elapsed."""
+    shares: dict[int, float | None] = {}
+    for core in before.keys() & after.keys():
+        busy = after[core][0] - before[core][0]
+        total = busy + after[core][1] - before[core][1]
+        shares[core] = busy / total if total > 0 else None
+    return shares
 
 
 def busy_cores(
     before: Mapping[int, tuple[int, int]] | None, after: Mapping[int, tuple[int, int]] | None
 ) -> float | None:
-    """The cores' busy time between two jiffy readings, in cores: the sum over the cores
-    both readings have of busy / (busy + idle). None when nothing elapsed on any of them."""
+    """The cores' busy time between two jiffy readings, in cores: the sum of their busy
+    shares (``busy_shares``). None when nothing elapsed on any of them."""
     if not before or not after:
         return None
-    total, seen = 0.0, False
-    for core in before.keys() & after.keys():
-        busy = after[core][0] - before[core][0]
-        elapsed = busy + after[core][1] - before[core][1]
-        if elapsed > 0:
-            total, seen = total + busy / elapsed, True
-    return total if seen else None
+    known = [share for share in busy_shares(before, after).values() if share is not None]
+    return sum(known) if known else None
 
 
 def _block(
@@ -275,15 +286,16 @@ def _block(
     ``label`` names the block: device, case, tokens, scope, variant, block, position.
     The canary is read at its end, and at its start only when it is the ``first`` of a
     series: every later block half starts the instant the one before it ended, so that
-    end read is its start (one copy per edge, not two back to back).
+    end read is its start (one copy per edge, not two back to back). The other cores'
+    jiffies are read once per edge the same way.
     """
     mhz_start, gpu_start, canary_start, device_start = path.probes.edge(canary=first)
-    ticks_start = path.probes.other_cores()
+    ticks_start = path.probes.other_cores() if first else path.edge_ticks
     wall_start, faults_start = time.time(), _thread_minor_faults()
     samples = time_calls(fn, calls, path.sync, path.window)
     faults_end, wall_end = _thread_minor_faults(), time.time()
     mhz_end, gpu_end, canary_end, device_end = path.probes.edge()
-    ticks_end = path.probes.other_cores()
+    ticks_end = path.edge_ticks = path.probes.other_cores()
     faults = None if faults_start is None or faults_end is None else faults_end - faults_start
     return BlockRecord(
         **label,
