@@ -67,12 +67,31 @@ SIDE_BY_SIDE_TRIES = 4
 SIDE_BY_SIDE_FILE = "side_by_side.json"
 
 
-def schedule(pairs: int) -> list[str]:
+# Short names for --neighbours.
+NEIGHBOUR_KEYS = {"toggled": TOGGLED, "always": ALWAYS, "bursts": BURSTS, "spin": SPIN}
+
+
+def schedule(pairs: int, neighbours: Sequence[str] = NEIGHBOURS) -> list[str]:
     """Conditions in run order: each neighbour run follows a quiet run, the kinds in turn."""
     order: list[str] = []
     for i in range(pairs):
-        order += [QUIET, NEIGHBOURS[i % len(NEIGHBOURS)]]
+        order += [QUIET, neighbours[i % len(neighbours)]]
     return order
+
+
+def neighbour_kinds(keys: str | None) -> tuple[str, ...]:
+    """The conditions named by ``--neighbours`` (comma-separated short names), or all."""
+    if not keys:
+        return NEIGHBOURS
+    names = [k.strip() for k in keys.split(",") if k.strip()]
+    unknown = [k for k in names if k not in NEIGHBOUR_KEYS]
+    if unknown or not names:
+        named = ",".join(unknown) if unknown else repr(keys)
+        raise ValueError(
+            f"unknown --neighbours {named}; "
+            f"use a comma-separated list of {', '.join(NEIGHBOUR_KEYS)}"
+        )
+    return tuple(NEIGHBOUR_KEYS[k] for k in names)
 
 
 def other_core(core: int) -> int | None:
@@ -309,8 +328,19 @@ def main() -> None:
         help=f"tries per known pair and tool, embedbench and pyperf (default "
         f"{SIDE_BY_SIDE_TRIES}; 0 skips; --quick: 0)",
     )
+    p.add_argument(
+        "--neighbours",
+        metavar="KINDS",
+        help=f"neighbour kinds to alternate with quiet runs, comma-separated, of "
+        f"{', '.join(NEIGHBOUR_KEYS)} (default: all, in that order)",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args()
+    try:
+        kinds = neighbour_kinds(args.neighbours)
+    except ValueError as exc:
+        print(f"interference.py: {exc}", file=sys.stderr)
+        sys.exit(2)
     session = C.Session("interference", args)
     flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
     tries: list[dict[str, Any]] = []
@@ -320,7 +350,7 @@ def main() -> None:
         if kept_tries.is_file():
             tries = json.loads(kept_tries.read_text())
     else:
-        order = schedule(args.pairs or (3 if args.quick else 16))
+        order = schedule(args.pairs or (3 if args.quick else 16), kinds)
         with tempfile.TemporaryDirectory(prefix="embedbench-interference-") as tmp:
             where = Path(args.keep) if args.keep else Path(tmp)
             where.mkdir(parents=True, exist_ok=True)

@@ -854,3 +854,29 @@ def test_checkout_ab_runs_two_checkouts_in_turn_and_reanalyses_them(
     one = _run([str(BENCH / "checkout_ab.py"), "--arm", f"a={ROOT}"], tmp_path)
     assert one.returncode == 2 and "give two --arm" in one.stderr
     assert "Traceback" not in one.stderr
+
+
+def _interference():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import interference
+    finally:
+        sys.path.remove(str(BENCH))
+    return interference
+
+
+def test_interference_alternates_only_the_neighbours_asked_for(tmp_path: Path) -> None:
+    interference = _interference()
+    kinds = interference.neighbour_kinds("toggled, always")
+    assert kinds == (interference.TOGGLED, interference.ALWAYS)
+    assert interference.schedule(3, kinds) == [
+        *(interference.QUIET, interference.TOGGLED, interference.QUIET),
+        *(interference.ALWAYS, interference.QUIET, interference.TOGGLED),
+    ]
+    assert interference.neighbour_kinds(None) == interference.NEIGHBOURS
+    res = _run([str(BENCH / "interference.py"), "--neighbours", "hog,spin"], tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "interference.py: unknown --neighbours hog; use a comma-separated list of "
+        "toggled, always, bursts, spin"
+    ]

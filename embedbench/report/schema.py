@@ -14,6 +14,7 @@ validate``) requires it and says how to get it.
 
 from __future__ import annotations
 
+import sys
 from importlib import metadata as importlib_metadata
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -259,11 +260,26 @@ SKIPPED_LINE = (
 )
 
 
+# jsonschema imports every optional format library it finds. rfc3987_syntax (which
+# Jupyter's jupyter-events installs) compiles 38 grammars as it is imported, 1.4 s of every
+# run's end. These schemas check no formats, so it is kept out while jsonschema loads.
+_SLOW_FORMAT_LIBRARIES = ("rfc3987_syntax",)
+
+
 def _jsonschema() -> ModuleType | None:
+    if "jsonschema" in sys.modules:
+        return sys.modules["jsonschema"]
+    blocked = [name for name in _SLOW_FORMAT_LIBRARIES if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  # import raises ImportError
     try:
         import jsonschema
     except ImportError:
         return None
+    finally:
+        for name in blocked:
+            if sys.modules.get(name, False) is None:
+                del sys.modules[name]
     return jsonschema
 
 
