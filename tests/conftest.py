@@ -43,6 +43,7 @@ TIERS = {
         *("test_layout.py", "test_probe.py", "test_nvml.py"),
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_neighbour.py",
+        "test_import_cost.py",  # subprocess imports only: no run
         "test_figures.py",  # runs built in memory: no harness run
         "test_interactive.py",  # the figures' tables and charts, from runs built in memory
         "test_prcomment.py",  # the PR comment of runs built in memory
