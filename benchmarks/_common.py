@@ -94,6 +94,9 @@ def busy_shares(window_s: float = 0.5) -> dict[int, float | None]:
 TIE_SHARE = 0.05
 # The core the PR pinned (`taskset -c 2`): where it is allowed and tied, it is the pick.
 PR_CORE = 2
+# The reduced design of every script's --quick run (a smoke run, not evidence): two workers,
+# the fewest that still give a between-process interval, so each run starts two processes.
+QUICK_RUN_FLAGS = ["--warmup", "5", "--blocks", "4", "--iterations", "5", "--processes", "2"]
 
 
 def least_busy_core(shares: dict[int, float | None], allowed: Iterable[int] | None = None) -> int:

@@ -37,7 +37,7 @@ from typing import Any
 import _common as C
 
 CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
-QUICK_DESIGN = ["--warmup", "5", "--blocks", "6", "--iterations", "5", "--processes", "3"]
+QUICK_DESIGN = C.QUICK_RUN_FLAGS
 TARGET_COVERAGE = 0.80
 TARGET_SD_PP = 1.5
 TARGET_HALF_WIDTH_PP = 3.5

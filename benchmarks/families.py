@@ -27,7 +27,7 @@ from embedbench.omni import families as registry
 # Every registered family, in the registry's order.
 FAMILIES = registry.names()
 CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
-QUICK_DESIGN = ["--warmup", "5", "--blocks", "6", "--iterations", "5", "--processes", "3"]
+QUICK_DESIGN = C.QUICK_RUN_FLAGS
 
 
 def _order(rounds: int) -> list[str]:

@@ -24,9 +24,10 @@ whose answer is known (``benchmarks/side_by_side.py``: BLAKE2b 21 against 20 has
 A/A pair, the replica's Audio case), ``--side-by-side`` tries each (default 4; 0 skips):
 the share of right verdicts and the wall time, per tool.
 
-``--quick``: 3 quiet and 3 neighbour runs of a reduced design (a smoke run, not evidence;
-no side-by-side unless asked). ``--from DIR``: analyse runs kept with ``--keep DIR``
-(and their side-by-side tries, if kept) instead of running.
+``--neighbours toggled,always`` alternates only those kinds (of toggled, always, bursts
+and spin) with the quiet runs. ``--quick``: 3 quiet and 3 neighbour runs of a reduced
+design (a smoke run, not evidence; no side-by-side unless asked). ``--from DIR``: analyse
+runs kept with ``--keep DIR`` (and their side-by-side tries, if kept) instead of running.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import _common as C
 
 SHIMS = ("flat", "production")
 CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
-QUICK_DESIGN = ["--warmup", "5", "--blocks", "6", "--iterations", "5", "--processes", "3"]
+QUICK_DESIGN = C.QUICK_RUN_FLAGS
 
 
 def _one_run(python: str, out: Path, shim: str, flags: list[str], core: int) -> dict[str, Any]:

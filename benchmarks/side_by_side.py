@@ -33,7 +33,7 @@ __all__ = ["compare_to_verdict", "one_embedbench", "one_pyperf", "score", "table
 
 HERE = Path(__file__).resolve().parent
 EMBEDBENCH, PYPERF = "embedbench", "pyperf"
-QUICK_DESIGN = {"warmup": 5, "blocks": 6, "iterations": 5, "processes": 3}
+QUICK_DESIGN = {"warmup": 5, "blocks": 4, "iterations": 5, "processes": 2}
 PYPERF_QUICK = ["--processes", "3", "--values", "2", "--warmups", "1"]
 FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no detectable difference"
 REFUSED = "refused"

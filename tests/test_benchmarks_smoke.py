@@ -843,7 +843,7 @@ def test_checkout_ab_runs_two_checkouts_in_turn_and_reanalyses_them(
 ) -> None:
     kept = tmp_path / "ab"
     design = ["--model", str(small_checkpoint), "--lengths", "300", "--cases", "text"]
-    design += ["--blocks", "6", "--iterations", "5", "--warmup", "2", "--allow-busy"]
+    design += ["--blocks", "4", "--iterations", "5", "--warmup", "2", "--allow-busy"]
     flags = ["--quick", "--arm", f"a={ROOT}", "--arm", f"b={ROOT}", "--keep", str(kept)]
     res = _run([str(BENCH / "checkout_ab.py"), *flags, "--", *design], tmp_path, timeout=400)
     assert res.returncode == 0, res.stderr[-2000:]
