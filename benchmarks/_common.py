@@ -96,7 +96,9 @@ TIE_SHARE = 0.05
 PR_CORE = 2
 # The reduced design of every script's --quick run (a smoke run, not evidence): two workers,
 # the fewest that still give a between-process interval, so each run starts two processes.
-QUICK_RUN_FLAGS = ["--warmup", "5", "--blocks", "4", "--iterations", "5", "--processes", "2"]
+# As paired_benchmark's keywords, and as `embedbench run` flags.
+QUICK_DESIGN = {"warmup": 5, "blocks": 4, "iterations": 5, "processes": 2}
+QUICK_RUN_FLAGS = [part for key, value in QUICK_DESIGN.items() for part in (f"--{key}", str(value))]
 
 
 def least_busy_core(shares: dict[int, float | None], allowed: Iterable[int] | None = None) -> int:

@@ -37,7 +37,6 @@ from typing import Any
 import _common as C
 
 CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
-QUICK_DESIGN = C.QUICK_RUN_FLAGS
 TARGET_COVERAGE = 0.80
 TARGET_SD_PP = 1.5
 TARGET_HALF_WIDTH_PP = 3.5
@@ -226,7 +225,7 @@ def main() -> None:
     if args.from_dirs and (args.extra or args.runs or args.keep or args.quick):
         p.error("--from analyses kept runs: it takes no --runs, --keep, --quick or run flags")
     session = C.Session("between_runs", args)
-    flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
     if args.from_dirs:
         runs = _kept_runs(args.from_dirs)
         runs_n = len(runs)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
-from between_runs import CASE_ORDER, QUICK_DESIGN, _per_case
+from between_runs import CASE_ORDER, _per_case
 from interference import canary_seconds
 
 __all__ = ["arm_order", "sd_ratio_p", "tables"]
@@ -154,7 +154,7 @@ def main() -> None:
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args()
     session = C.Session("canary_ab", args)
-    flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
     if args.from_dir:
         runs = _kept(Path(args.from_dir))
     else:

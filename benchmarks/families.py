@@ -27,7 +27,6 @@ from embedbench.omni import families as registry
 # Every registered family, in the registry's order.
 FAMILIES = registry.names()
 CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
-QUICK_DESIGN = C.QUICK_RUN_FLAGS
 
 
 def _order(rounds: int) -> list[str]:
@@ -132,7 +131,7 @@ def main() -> None:
     args = p.parse_args()
     session = C.Session("families", args)
     rounds = args.rounds or (1 if args.quick else 2)
-    flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
     runs = measure(session.core, flags, rounds, args.hidden)
     C.publish(session, tabulate(runs, flags, rounds), {"runs": runs, "rounds": rounds})
 

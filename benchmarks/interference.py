@@ -44,7 +44,7 @@ from typing import Any
 
 import _common as C
 import side_by_side
-from between_runs import CASE_ORDER, QUICK_DESIGN, cross_coverage
+from between_runs import CASE_ORDER, cross_coverage
 
 QUIET, TOGGLED, ALWAYS = "quiet", "hog on/off 3 s", "hog always on"
 BURSTS = "CPU bursts on the core"
@@ -343,7 +343,7 @@ def main() -> None:
         print(f"interference.py: {exc}", file=sys.stderr)
         sys.exit(2)
     session = C.Session("interference", args)
-    flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
     tries: list[dict[str, Any]] = []
     if args.from_dir:
         runs = _kept(Path(args.from_dir))

@@ -29,7 +29,6 @@ import _common as C
 
 SHIMS = ("flat", "production")
 CASE_ORDER = ("text", "audio", "image", "video", "mixed", "interleaved")
-QUICK_DESIGN = C.QUICK_RUN_FLAGS
 
 
 def _one_run(python: str, out: Path, shim: str, flags: list[str], core: int) -> dict[str, Any]:
@@ -76,7 +75,7 @@ def main() -> None:
     args = p.parse_args()
     session = C.Session("lm_shim", args)
     rounds = args.rounds or (1 if args.quick else 4)
-    flags = [*(QUICK_DESIGN if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
     runs = []
     with tempfile.TemporaryDirectory(prefix="embedbench-lm-shim-") as tmp:
         for i, shim in enumerate(_order(rounds)):

@@ -33,7 +33,6 @@ __all__ = ["compare_to_verdict", "one_embedbench", "one_pyperf", "score", "table
 
 HERE = Path(__file__).resolve().parent
 EMBEDBENCH, PYPERF = "embedbench", "pyperf"
-QUICK_DESIGN = {"warmup": 5, "blocks": 4, "iterations": 5, "processes": 2}
 PYPERF_QUICK = ["--processes", "3", "--values", "2", "--warmups", "1"]
 FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no detectable difference"
 REFUSED = "refused"
@@ -78,7 +77,7 @@ def one_embedbench(pair: str, core: int, *, quick: bool, allow_busy: bool) -> di
 
     defaults = RunConfig()
     design = (
-        QUICK_DESIGN
+        C.QUICK_DESIGN
         if quick
         else {
             "warmup": defaults.warmup,

@@ -721,13 +721,12 @@ def test_interference_quick_counts_labels_and_reanalyses_kept_runs(
     assert "#### embedbench and pyperf on known pairs" in again.stdout
 
 
-def _side_by_side():
+def _bench_module(name: str):
     sys.path.insert(0, str(BENCH))
     try:
-        import side_by_side
+        return __import__(name)
     finally:
         sys.path.remove(str(BENCH))
-    return side_by_side
 
 
 @pytest.mark.parametrize(
@@ -752,18 +751,20 @@ def _side_by_side():
     ],
 )
 def test_pyperf_compare_to_output_gives_its_verdict_and_reduction(printed, verdict, reduction):
-    got_verdict, got_reduction = _side_by_side().compare_to_verdict(printed)
+    got_verdict, got_reduction = _bench_module("side_by_side").compare_to_verdict(printed)
     assert got_verdict == verdict
     assert got_reduction == pytest.approx(reduction, abs=0.01)
 
 
 def test_pyperf_compare_to_output_without_a_verdict_is_an_error():
     with pytest.raises(ValueError, match="no verdict"):
-        _side_by_side().compare_to_verdict("Benchmark hidden because not significant (1): x")
+        _bench_module("side_by_side").compare_to_verdict(
+            "Benchmark hidden because not significant (1): x"
+        )
 
 
 def test_side_by_side_scores_right_verdicts_per_pair_and_tool():
-    sbs = _side_by_side()
+    sbs = _bench_module("side_by_side")
     tries = [
         {
             "tool": "embedbench",
@@ -797,14 +798,6 @@ def test_side_by_side_scores_right_verdicts_per_pair_and_tool():
     text = sbs.table(tries)
     assert "| blake2b |" in text and "| 1 / 2 |" in text and "| 0 / 1 |" in text
     assert "4.9 % [2.0, 7.0] faster" in text and "11.0" in text
-
-
-def _bench_module(name: str):
-    sys.path.insert(0, str(BENCH))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 def test_canary_ab_alternates_which_arm_goes_first():
@@ -856,17 +849,8 @@ def test_checkout_ab_runs_two_checkouts_in_turn_and_reanalyses_them(
     assert "Traceback" not in one.stderr
 
 
-def _interference():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import interference
-    finally:
-        sys.path.remove(str(BENCH))
-    return interference
-
-
 def test_interference_alternates_only_the_neighbours_asked_for(tmp_path: Path) -> None:
-    interference = _interference()
+    interference = _bench_module("interference")
     kinds = interference.neighbour_kinds("toggled, always")
     assert kinds == (interference.TOGGLED, interference.ALWAYS)
     assert interference.schedule(3, kinds) == [

@@ -131,7 +131,7 @@ def test_the_inverted_test_rejects_a_shift_far_outside():
 def test_the_selftest_passes_on_the_real_harness():
     # Load from outside this test (other processes, the host's own speed changing within
     # seconds) can move one run's truth or its reading; three attempts are allowed (on a
-    # noisy 2-core guest about one in five failed), the harness must pass one of them.
+    # noisy 2-core guest one attempt in four failed), the harness must pass one of them.
     for seed in range(3):
         result = _run(seed)
         if result.passed:

@@ -350,7 +350,7 @@ def neighbour_contrast(
     effect = p_value = None
     if len(idle) >= min_reads and len(busier) >= min_reads:
         effect = float(np.median(busier) / np.median(idle) - 1.0)
-        from scipy import stats as sps  # here: workers import this module, not the test
+        from scipy import stats as sps  # not at the top: every worker imports this module
 
         p_value = float(sps.mannwhitneyu(busier, idle, alternative="greater").pvalue)
     return NeighbourContrast(len(busier), len(idle), floor, effect, p_value)

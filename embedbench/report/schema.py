@@ -267,8 +267,6 @@ _SLOW_FORMAT_LIBRARIES = ("rfc3987_syntax",)
 
 
 def _jsonschema() -> ModuleType | None:
-    if "jsonschema" in sys.modules:
-        return sys.modules["jsonschema"]
     blocked = [name for name in _SLOW_FORMAT_LIBRARIES if name not in sys.modules]
     for name in blocked:
         sys.modules[name] = None  # type: ignore[assignment]  # import raises ImportError
