@@ -309,6 +309,25 @@ def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
+def launch_embedbench(
+    out: Path,
+    flags: Sequence[str],
+    *,
+    core: int,
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+) -> tuple[float, subprocess.CompletedProcess]:
+    """``python -m embedbench run`` of this checkout into ``out``, pinned to ``core``, with
+    its output captured: (wall seconds, the finished process), whatever its exit code.
+    ``env``: variables set for the run on top of this process's."""
+    cmd = [python, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
+    cmd += ["--cpu-core", str(core), *flags]
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO_ROOT)}
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, env=env)
+    return time.perf_counter() - t0, proc
+
+
 def embedbench_run(
     out: Path,
     flags: Sequence[str],
@@ -318,16 +337,10 @@ def embedbench_run(
     python: str = sys.executable,
     env: dict[str, str] | None = None,
 ) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
-    """``python -m embedbench run`` of this checkout into ``out``, pinned to ``core``:
-    (wall seconds, metadata.json, summary.json). ``env``: variables set for the run on top
-    of this process's. Exits with the run's last stderr line, prefixed by ``label``, when
-    it fails."""
-    cmd = [python, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
-    cmd += ["--cpu-core", str(core), *flags]
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO_ROOT)}
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - t0
+    """``launch_embedbench``, which must succeed: (wall seconds, metadata.json,
+    summary.json). Exits with the run's last stderr line, prefixed by ``label``, when it
+    fails."""
+    seconds, proc = launch_embedbench(out, flags, core=core, python=python, env=env)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
         raise SystemExit(f"{label} exited {proc.returncode}: {tail[0]}")

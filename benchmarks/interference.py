@@ -139,13 +139,8 @@ def canary_seconds(meta: dict[str, Any], records: Sequence[dict[str, Any]]) -> f
 def one_run(out: Path, condition: str, flags: list[str], core: int) -> dict[str, Any]:
     """One run under ``condition``: its outcome (verdict or refused), summary and cost."""
     hog = _start_hog(condition, core if condition == BURSTS else other_core(core))
-    cmd = [sys.executable, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
-    cmd += ["--cpu-core", str(core), *flags]
-    env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT)}
     try:
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=C.REPO_ROOT, capture_output=True, text=True, env=env)
-        wall = time.perf_counter() - t0
+        wall, proc = C.launch_embedbench(out, flags, core=core)
     finally:
         _stop(hog)
     (out.parent / f"{out.name}.condition").write_text(condition)
