@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from embedbench.harness import stability
@@ -140,7 +141,7 @@ def _lookup_effect_of_a_toggled_hog(core: int, other: int) -> tuple[float, float
     busy = [r[0] for r in rows if r[3] is not None and r[3] >= neighbour_effect.BUSY]
     idle = [r[0] for r in rows if r[3] is not None and r[3] <= neighbour_effect.IDLE]
     assert len(busy) >= 20 and len(idle) >= 20, (len(busy), len(idle))
-    effect = float(sorted(busy)[len(busy) // 2] / sorted(idle)[len(idle) // 2] - 1)
+    effect = float(np.median(busy) / np.median(idle) - 1)
     return effect, float(sps.mannwhitneyu(busy, idle, alternative="greater").pvalue)
 
 
