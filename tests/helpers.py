@@ -3,10 +3,12 @@ git in a throw-away repository, the real token ids and a small seeded table."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
+import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import torch
 
@@ -20,6 +22,9 @@ QUICK_DESIGN = [
     *("--processes", "3"),
 ]
 QUICK = [*QUICK_DESIGN, "--allow-busy"]
+
+# The kit's own benchmark scripts (benchmarks/), importable one at a time by bench_module.
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 AUDIO = qwen25_omni.FAMILY.token_ids["audio_token_index"]
 IMAGE = qwen25_omni.FAMILY.token_ids["image_token_index"]
@@ -128,3 +133,12 @@ def original_metadata(design: dict, metric_order: list) -> dict:
         "metric_order": metric_order,
         "end_time": 1789300100.0,
     }
+
+
+def bench_module(name: str) -> ModuleType:
+    """Import ``benchmarks/<name>.py`` (the directory is on ``sys.path`` only meanwhile)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))

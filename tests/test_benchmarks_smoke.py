@@ -20,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import bench_module
 
 from embedbench.report import schema
 
@@ -721,14 +722,6 @@ def test_interference_quick_counts_labels_and_reanalyses_kept_runs(
     assert "#### embedbench and pyperf on known pairs" in again.stdout
 
 
-def _bench_module(name: str):
-    sys.path.insert(0, str(BENCH))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(BENCH))
-
-
 @pytest.mark.parametrize(
     ("printed", "verdict", "reduction"),
     [
@@ -751,20 +744,20 @@ def _bench_module(name: str):
     ],
 )
 def test_pyperf_compare_to_output_gives_its_verdict_and_reduction(printed, verdict, reduction):
-    got_verdict, got_reduction = _bench_module("side_by_side").compare_to_verdict(printed)
+    got_verdict, got_reduction = bench_module("side_by_side").compare_to_verdict(printed)
     assert got_verdict == verdict
     assert got_reduction == pytest.approx(reduction, abs=0.01)
 
 
 def test_pyperf_compare_to_output_without_a_verdict_is_an_error():
     with pytest.raises(ValueError, match="no verdict"):
-        _bench_module("side_by_side").compare_to_verdict(
+        bench_module("side_by_side").compare_to_verdict(
             "Benchmark hidden because not significant (1): x"
         )
 
 
 def test_side_by_side_scores_right_verdicts_per_pair_and_tool():
-    sbs = _bench_module("side_by_side")
+    sbs = bench_module("side_by_side")
     tries = [
         {
             "tool": "embedbench",
@@ -801,12 +794,12 @@ def test_side_by_side_scores_right_verdicts_per_pair_and_tool():
 
 
 def test_canary_ab_alternates_which_arm_goes_first():
-    order = _bench_module("canary_ab").arm_order(3)
+    order = bench_module("canary_ab").arm_order(3)
     assert order == ["on", "off", "off", "on", "on", "off"]
 
 
 def test_canary_ab_sd_test_tells_equal_from_different_spreads():
-    ab = _bench_module("canary_ab")
+    ab = bench_module("canary_ab")
     wide, narrow = [0.0, 4.0, -4.0, 8.0, -8.0, 2.0], [0.0, 0.1, -0.1, 0.2, -0.2, 0.05]
     assert ab.sd_ratio_p(wide, narrow) < 0.01
     assert ab.sd_ratio_p(narrow, wide) < 0.01
@@ -850,7 +843,7 @@ def test_checkout_ab_runs_two_checkouts_in_turn_and_reanalyses_them(
 
 
 def test_interference_alternates_only_the_neighbours_asked_for(tmp_path: Path) -> None:
-    interference = _bench_module("interference")
+    interference = bench_module("interference")
     kinds = interference.neighbour_kinds("toggled, always")
     assert kinds == (interference.TOGGLED, interference.ALWAYS)
     assert interference.schedule(3, kinds) == [
