@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import bench_module
 
 from embedbench.harness import stability
 from embedbench.harness.isolation import allowed_cores
@@ -33,6 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks"
 NEIGHBOUR = BENCH / "neighbour.py"
 TOGGLED = ("--on", "3", "--off", "3")
+# A hog whose phases alternate within each worker's timed blocks, as 3 s phases do in a
+# default run's workers (about 8 s each). DESIGN's workers time for 0.3 s only: under
+# 3 s phases each is wholly with the hog or wholly without, which the busy-against-idle
+# contrast cannot see (within a worker it looks always on). With LONG_BLOCKS' 100 calls a
+# block, a worker times for about 2 s and a block half (0.1-0.3 s) mostly sits in one phase.
+SHORT_TOGGLED = ("--on", "1", "--off", "1")
+LONG_BLOCKS = ("--iterations", "100")
 BURSTS = ("--spin", "--on", "0.05", "--off", "0.1")
 # Five workers: an interval with 4 degrees of freedom can call a few per cent, so a
 # neighbour's bias on Text would show as a verdict.
@@ -125,19 +133,18 @@ def test_a_memory_hog_on_another_core_never_gives_an_unlabelled_wrong_text_verdi
         assert text["verdict"] == "no detectable difference", (text, reading)
 
 
-def _lookup_effect_of_a_toggled_hog(core: int, other: int) -> tuple[float, float]:
-    """How much a hog toggled on ``other`` slows lookups at the real geometry on ``core``:
-    ``benchmarks/neighbour_effect.py``'s steps (20 lookups of 1172 rows each) for 12 s,
-    the median of the steps while the other core was busy over the median while it was
-    idle, minus 1, and the one-sided rank-sum p of that contrast."""
+def _lookup_effect_of_a_toggled_hog(
+    core: int, other: int, toggled: tuple[str, ...]
+) -> tuple[float, float]:
+    """How much a hog toggled on ``other`` (``toggled``: its on/off flags) slows lookups at
+    the real geometry on ``core``: ``benchmarks/neighbour_effect.py``'s steps (20 lookups
+    of 1172 rows each) for 12 s, the median of the steps while the other core was busy
+    over the median while it was idle, minus 1, and the one-sided rank-sum p of that
+    contrast."""
     from scipy import stats as sps
 
-    sys.path.insert(0, str(BENCH))
-    try:
-        import neighbour_effect
-    finally:
-        sys.path.remove(str(BENCH))
-    rows = neighbour_effect._steps(core, other, 12.0, list(TOGGLED))["rows"]
+    neighbour_effect = bench_module("neighbour_effect")
+    rows = neighbour_effect._steps(core, other, 12.0, list(toggled))["rows"]
     busy = [r[0] for r in rows if r[3] is not None and r[3] >= neighbour_effect.BUSY]
     idle = [r[0] for r in rows if r[3] is not None and r[3] <= neighbour_effect.IDLE]
     assert len(busy) >= 20 and len(idle) >= 20, (len(busy), len(idle))
@@ -149,17 +156,20 @@ def test_a_memory_hog_that_moves_the_lookups_here_is_labelled_noisy(
     neighbour, tmp_path_factory, tmp_path
 ):
     core, other = allowed_cores()[0], allowed_cores()[-1]
-    effect, p = _lookup_effect_of_a_toggled_hog(core, other)
-    if effect <= stability.NEIGHBOUR_EFFECT_LIMIT or p >= stability.NEIGHBOUR_P_LIMIT:
+    effect, p = _lookup_effect_of_a_toggled_hog(core, other, SHORT_TOGGLED)
+    # The rule reads the canary, not the lookups, and the two move by different amounts
+    # from one minute to the next: a label is owed where the lookups moved by twice the
+    # rule's limit, not at the limit itself (docs/PERFORMANCE.md, "Interference").
+    if effect <= 2 * stability.NEIGHBOUR_EFFECT_LIMIT or p >= stability.NEIGHBOUR_P_LIMIT:
         pytest.skip(
             f"a toggled memory hog moved this host's lookups by {100 * effect:+.1f} % "
-            f"(p {p:.2g}): within what the kit may ignore, so nothing to detect here"
+            f"(p {p:.2g}): under twice the neighbour limit, so no label is owed here"
         )
     # The geometry the calibration measured: the real table, the PR's longest input.
     real = checkpoint.write_synthetic_checkpoint(tmp_path_factory.mktemp("ckpt") / "real")
-    neighbour(other, *TOGGLED)
+    neighbour(other, *SHORT_TOGGLED)
     out = tmp_path / "out"
-    proc = _run(out, real, "--allow-busy", "--lengths", "1172")
+    proc = _run(out, real, "--allow-busy", "--lengths", "1172", *LONG_BLOCKS)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert {row["tokens"] for row in summary} == {1172}
