@@ -46,6 +46,8 @@ import _common as C
 import side_by_side
 from between_runs import CASE_ORDER, cross_coverage
 
+from embedbench.harness.stability import busy_throughout
+
 QUIET, TOGGLED, ALWAYS = "quiet", "hog on/off 3 s", "hog always on"
 BURSTS = "CPU bursts on the core"
 SPIN = "other core spinning on/off 3 s"
@@ -169,6 +171,7 @@ def kept_run(out: Path, condition: str, wall: float | None = None) -> dict[str, 
         "between_workers": host.get("between_workers"),
         "other_cores_busy": host.get("other_cores_busy"),
         "neighbour": host.get("neighbour"),
+        "cannot_tell": host.get("verdict") == "stable" and busy_throughout(host),
     }
 
 
@@ -193,6 +196,7 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
             continue
         noisy = sum(r["outcome"] == "noisy" for r in mine)
         refused = sum(r["outcome"] == REFUSED for r in mine)
+        cannot_tell = sum(bool(r.get("cannot_tell")) for r in mine)
         rate = (noisy + refused) / len(mine)
         harmless = condition in HARMLESS
         target = TARGET_FALSE_ALARM if harmless else TARGET_DETECTION
@@ -204,13 +208,23 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
                 len(mine),
                 noisy,
                 refused,
+                cannot_tell,
                 f"{100 * rate:.0f} %",
                 ("≤ " if harmless else "") + f"{100 * target:.0f} %",
                 "yes" if met else "**no**",
             ]
         )
-    headers = ["condition", "runs", "labelled noisy", "refused", "rate", "target", "met"]
-    return C.markdown_table(headers, rows, align="lrrrrrl"), rates
+    headers = [
+        "condition",
+        "runs",
+        "labelled noisy",
+        "refused",
+        "stable, said it cannot tell",
+        "rate",
+        "target",
+        "met",
+    ]
+    return C.markdown_table(headers, rows, align="lrrrrrrl"), rates
 
 
 def by_case(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -374,7 +388,13 @@ def main() -> None:
     what = f"`embedbench run {' '.join(flags) or '(all defaults)'}`, neighbour on core " + str(
         other_core(session.core)
     )
-    session.add("Detection", detection, f"{what}; labelled = host_stability verdict noisy.")
+    session.add(
+        "Detection",
+        detection,
+        f"{what}; labelled = host_stability verdict noisy; rate = labelled or refused. "
+        "'Said it cannot tell': stable, but the other cores never idled, so the report "
+        "says a neighbour that never paused cannot be told from the host's own speed.",
+    )
     session.add(
         "Unlabelled runs",
         stable,

@@ -163,3 +163,16 @@ def test_the_note_for_busy_other_cores_says_what_the_canary_saw_while_they_were(
     assert "within the limit" in toggled
     always = tables.host_note(_stable_result(_run(rng, effect=0.0, toggled=False)))
     assert "busy the whole run" in always and "cannot tell their effect" in always
+
+
+def test_busy_throughout_names_the_runs_whose_neighbour_could_not_be_contrasted():
+    rng = np.random.default_rng(26)
+    always = stability.assess_host(
+        _run(rng, effect=0.0, toggled=False), other_cores_busy={"0": 1.0}
+    ).to_json()
+    toggled = stability.assess_host(_run(rng, effect=0.0), other_cores_busy={"0": 1.0})
+    idle = stability.assess_host(_run(rng, effect=0.0, toggled=False), other_cores_busy={"0": 0.1})
+    assert stability.busy_throughout(always)
+    assert not stability.busy_throughout(toggled.to_json())  # it had idle halves to contrast
+    assert not stability.busy_throughout(idle.to_json())  # no busy core named: no cause
+    assert not stability.busy_throughout({})  # a run before the canary

@@ -56,6 +56,7 @@ __all__ = [
     "WorkerCanary",
     "assess_host",
     "busiest_other_cores",
+    "busy_throughout",
     "canary_level_us",
     "canary_reads",
     "iqr_spread",
@@ -469,3 +470,12 @@ def likely_cause(other_cores_busy: Mapping[str, float | None], threshold: float 
         return ""
     named = ", ".join(f"cpu {core} {100 * share:.0f} %" for core, share in busy)
     return f"other cores were busy ({named}): a neighbour sharing the memory system"
+
+
+def busy_throughout(reading: Mapping[str, Any]) -> bool:
+    """True when a run's other cores were busy (``likely_cause``) and never idled in any
+    block half, so the neighbour rule had nothing to contrast: a neighbour that never
+    paused cannot be told from the host's own speed (``reading``: ``host_stability``)."""
+    contrast = reading.get("neighbour") or {}
+    busy = bool(likely_cause(reading.get("other_cores_busy") or {}))
+    return busy and bool(contrast) and not contrast.get("busy_reads")

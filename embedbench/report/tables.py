@@ -21,7 +21,7 @@ import pandas as pd
 from embedbench.cases import CASE_LABELS, CASES
 from embedbench.harness import stats, sysinfo, windows
 from embedbench.harness.design import DERIVED
-from embedbench.harness.stability import NOISY, STABLE, likely_cause
+from embedbench.harness.stability import NOISY, STABLE, busy_throughout, likely_cause
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
@@ -557,7 +557,7 @@ def host_note(result: RunResult) -> str | None:
             f"idled ({contrast.get('busy_reads')} and {contrast.get('idle_reads')} block "
             "halves), within the limit"
         )
-    elif contrast and not contrast.get("busy_reads"):
+    elif busy_throughout(reading):
         seen = (
             "they were busy the whole run, so the canary cannot tell their effect from the "
             "host's own speed: compare with a run while they idle"
