@@ -35,8 +35,9 @@ LIMITS = (0.05, 0.10, 0.15, 0.20, 0.25)
 HOG = ["--on", "1", "--off", "0"]
 
 
-def child(core: int, reads: int) -> dict[str, float]:
-    """In a fresh process: the median canary read and pace read (µs), pinned to ``core``."""
+def child(core: int, reads: int, hidden: int) -> dict[str, float]:
+    """In a fresh process: the median canary read and pace read (µs), pinned to ``core``,
+    the canary built on a table of ``hidden`` columns (3584: the default geometry)."""
     os.sched_setaffinity(0, {core})
     import numpy as np
     import torch
@@ -44,7 +45,7 @@ def child(core: int, reads: int) -> dict[str, float]:
     from embedbench.harness.canary import Canary
 
     torch.set_num_threads(1)
-    table = torch.ones(C.VOCAB_7B, C.HIDDEN_7B, dtype=torch.bfloat16)
+    table = torch.ones(C.VOCAB_7B, hidden, dtype=torch.bfloat16)
     canary = Canary(ROWS, table=table, core=core)
     payload = bytes(PACE_BYTES)
     canary_us, pace_us = [], []
@@ -56,14 +57,17 @@ def child(core: int, reads: int) -> dict[str, float]:
     return {"canary_us": float(np.median(canary_us)), "pace_us": float(np.median(pace_us))}
 
 
-def one_process(core: int, reads: int) -> dict[str, float]:
+def one_process(core: int, reads: int, hidden: int) -> dict[str, float]:
     """``child`` in a new interpreter (its own heap and pages, as a worker has)."""
     cmd = [sys.executable, __file__, "--child", str(core), "--reads", str(reads)]
+    cmd += ["--hidden", str(hidden)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def one_run(condition: str, core: int, other: int | None, processes: int, reads: int) -> dict:
+def one_run(
+    condition: str, core: int, other: int | None, processes: int, reads: int, hidden: int
+) -> dict:
     """``processes`` fresh processes under ``condition``; their medians and the run's level."""
     hog = None
     if condition == "hog always on" and other is not None:
@@ -73,7 +77,7 @@ def one_run(condition: str, core: int, other: int | None, processes: int, reads:
         hog = subprocess.Popen(cmd)
         time.sleep(0.5)
     try:
-        reads_of = [one_process(core, reads) for _ in range(processes)]
+        reads_of = [one_process(core, reads, hidden) for _ in range(processes)]
     finally:
         if hog is not None:
             hog.terminate()
@@ -114,11 +118,14 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=None, help="quiet/hog pairs of runs (default 8)")
     p.add_argument("--processes", type=int, default=None, help="per run (default 5)")
     p.add_argument("--reads", type=int, default=None, help="canary reads a process (300)")
+    p.add_argument(
+        "--hidden", type=int, default=C.HIDDEN_7B, help="table width (default 3584, the 7B's)"
+    )
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     reads = args.reads or (50 if args.quick else 300)
     if args.child is not None:
-        print(json.dumps(child(args.child, reads)))
+        print(json.dumps(child(args.child, reads, args.hidden)))
         return
     session = C.Session("host_reference", args)
     pairs = args.pairs or (2 if args.quick else 8)
@@ -129,7 +136,7 @@ def main() -> None:
     for i in range(pairs):
         for condition in ("quiet", "hog always on"):
             print(f"pair {i + 1}/{pairs}: {condition} ...", file=sys.stderr, flush=True)
-            runs.append(one_run(condition, session.core, other, processes, reads))
+            runs.append(one_run(condition, session.core, other, processes, reads, args.hidden))
     with_references(runs)
     run_rows = [
         [

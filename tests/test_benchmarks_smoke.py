@@ -55,6 +55,7 @@ SCRIPTS = {
     "cli_startup": [],
     "canary_shapes": ["--trials", "2"],
     "neighbour_effect": ["--seconds", "2"],
+    "host_reference": ["--pairs", "2", "--processes", "1", "--reads", "20", "--hidden", "32"],
 }
 
 
