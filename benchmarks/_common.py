@@ -319,10 +319,13 @@ def launch_embedbench(
 ) -> tuple[float, subprocess.CompletedProcess]:
     """``python -m embedbench run`` of this checkout into ``out``, pinned to ``core``, with
     its output captured: (wall seconds, the finished process), whatever its exit code.
-    ``env``: variables set for the run on top of this process's."""
+    ``env``: variables set for the run on top of this process's. The runs of one set
+    (``out``'s parent) share a stored host reference of their own beside them, built by
+    their stable runs and never by another period's or the user's own."""
     cmd = [python, "-m", "embedbench", "run", "--no-progress", "--output-dir", str(out)]
     cmd += ["--cpu-core", str(core), *flags]
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO_ROOT)}
+    reference = {"EMBEDBENCH_HOST_REFERENCE": str(out.parent / "host-reference.json")}
+    env = {**os.environ, **reference, **(env or {}), "PYTHONPATH": str(REPO_ROOT)}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, env=env)
     return time.perf_counter() - t0, proc

@@ -74,9 +74,11 @@ SIDE_BY_SIDE_FILE = "side_by_side.json"
 NEIGHBOUR_KEYS = {"toggled": TOGGLED, "always": ALWAYS, "bursts": BURSTS, "spin": SPIN}
 
 
-def schedule(pairs: int, neighbours: Sequence[str] = NEIGHBOURS) -> list[str]:
-    """Conditions in run order: each neighbour run follows a quiet run, the kinds in turn."""
-    order: list[str] = []
+def schedule(pairs: int, neighbours: Sequence[str] = NEIGHBOURS, warm: int = 0) -> list[str]:
+    """Conditions in run order: ``warm`` quiet runs (they build the host's quiet reference,
+    as a user's earlier runs would), then each neighbour run after a quiet run, the kinds
+    in turn."""
+    order: list[str] = [QUIET] * warm
     for i in range(pairs):
         order += [QUIET, neighbours[i % len(neighbours)]]
     return order
@@ -172,6 +174,7 @@ def kept_run(out: Path, condition: str, wall: float | None = None) -> dict[str, 
         "other_cores_busy": host.get("other_cores_busy"),
         "neighbour": host.get("neighbour"),
         "cannot_tell": host.get("verdict") == "stable" and busy_throughout(host),
+        "reference": host.get("host_reference"),
     }
 
 
@@ -197,6 +200,7 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
         noisy = sum(r["outcome"] == "noisy" for r in mine)
         refused = sum(r["outcome"] == REFUSED for r in mine)
         cannot_tell = sum(bool(r.get("cannot_tell")) for r in mine)
+        judged = sum((r.get("reference") or {}).get("over") is not None for r in mine)
         rate = (noisy + refused) / len(mine)
         harmless = condition in HARMLESS
         target = TARGET_FALSE_ALARM if harmless else TARGET_DETECTION
@@ -206,6 +210,7 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
             [
                 condition,
                 len(mine),
+                judged,
                 noisy,
                 refused,
                 cannot_tell,
@@ -217,6 +222,7 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     headers = [
         "condition",
         "runs",
+        "with a reference",
         "labelled noisy",
         "refused",
         "stable, said it cannot tell",
@@ -224,7 +230,7 @@ def detection_table(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
         "target",
         "met",
     ]
-    return C.markdown_table(headers, rows, align="lrrrrrrl"), rates
+    return C.markdown_table(headers, rows, align="lrrrrrrrl"), rates
 
 
 def by_case(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -298,6 +304,7 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
                 spreads or "–",
                 "–" if between is None else f"{100 * between:.1f}",
                 _contrast(r.get("neighbour")),
+                _over_reference(r.get("reference")),
                 (r.get("reasons") or [r.get("error") or ""])[0][:90],
             ]
         )
@@ -310,9 +317,19 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
         "worker canary spread (%)",
         "between workers (%)",
         "canary busy ÷ idle − 1 (halves)",
+        "memory level over reference (runs)",
         "first reason",
     ]
-    return C.markdown_table(headers, rows, align="rllrrlrll")
+    return C.markdown_table(headers, rows, align="rllrrlrlll")
+
+
+def _over_reference(reference: dict[str, Any] | None) -> str:
+    """The run's memory level over the host's quiet reference, and how many runs that was."""
+    if not reference:
+        return "–"
+    if reference.get("over") is None:
+        return f"– ({reference.get('runs')})"
+    return f"{100 * reference['over']:+.1f} % ({reference['runs']})"
 
 
 def _contrast(neighbour: dict[str, Any] | None) -> str:
@@ -344,6 +361,13 @@ def main() -> None:
         help=f"neighbour kinds to alternate with quiet runs, comma-separated, of "
         f"{', '.join(NEIGHBOUR_KEYS)} (default: all, in that order)",
     )
+    p.add_argument(
+        "--reference-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="quiet runs first, building the host's quiet reference (default 3; --quick: 0)",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args()
     try:
@@ -360,7 +384,8 @@ def main() -> None:
         if kept_tries.is_file():
             tries = json.loads(kept_tries.read_text())
     else:
-        order = schedule(args.pairs or (3 if args.quick else 16), kinds)
+        warm = args.reference_runs if args.reference_runs is not None else (0 if args.quick else 3)
+        order = schedule(args.pairs or (3 if args.quick else 16), kinds, warm)
         with tempfile.TemporaryDirectory(prefix="embedbench-interference-") as tmp:
             where = Path(args.keep) if args.keep else Path(tmp)
             where.mkdir(parents=True, exist_ok=True)

@@ -449,6 +449,7 @@ class HostWatch:
                 reading = stability.read_probe(self.canary.probe(), self.reference_us)
                 attempts += 1
         waited = self.clock() - start
+        reading = stability.with_pace(reading, self.canary.pace_probe())
         self.reference_us = stability.next_reference(self.reference_us, reading)
         self.readings.append(reading)
         self.emit(

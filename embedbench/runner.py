@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ from embedbench.config import (
     default_output_dir,
 )
 from embedbench.errors import ConfigError, EmbedbenchError
-from embedbench.harness import devices, freshness, stability, stats, sysinfo, windows
+from embedbench.harness import devices, freshness, hostref, stability, stats, sysinfo, windows
 from embedbench.harness.canary import Canary
 from embedbench.harness.design import DERIVED, GIVEN, keyword_spelling
 from embedbench.harness.devices import resolve_device, sync_for
@@ -450,6 +451,13 @@ def _host_wait_line(event: Event) -> str:
     )
 
 
+def host_reference_path() -> Path:
+    """Where this host's quiet memory levels are kept: ``$EMBEDBENCH_HOST_REFERENCE``, else
+    ``host-reference.json`` in the cache directory (docs/method.md)."""
+    env = os.environ.get(hostref.REFERENCE_ENV, "").strip()
+    return Path(env).expanduser() if env else checkpoint.synthetic_cache_dir() / hostref.FILE_NAME
+
+
 class _Collector:
     """Turns measurement events into the output directory (the writer starts at ``ready``)."""
 
@@ -479,6 +487,9 @@ class _Collector:
         }
         self.completed: list[str] = []
         self.host_probes: list[dict[str, Any]] = []
+        # This host's stored quiet levels, read once before any worker starts.
+        self.reference_path = host_reference_path()
+        self.reference_entries = hostref.load_all(self.reference_path)
         self._order = list(self.cases)
         self._rows: dict[tuple[str, int], dict[str, Any]] = {}
 
@@ -621,8 +632,35 @@ class _Collector:
             records,
             probes=self.host_probes,
             other_cores_busy=stability.busiest_other_cores(metadata.get("contention_checks", [])),
+            reference=stability.reference_from(
+                self.reference_entries.get(self._reference_key(metadata), []),
+                float(metadata.get("start_time") or time.time()),
+            ),
         )
         return {"host_probes": list(self.host_probes), "host_stability": reading.to_json()}
+
+    def _reference_key(self, metadata: dict[str, Any]) -> str:
+        cpu = (metadata.get("provenance") or {}).get("cpu") or {}
+        return hostref.host_key(
+            cpu.get("model"),
+            int(metadata.get("cpu_core") or 0),
+            str(metadata.get("device")),
+            metadata.get("canary") or {},
+        )
+
+    def keep_reference(self) -> None:
+        """After a complete run: its memory level joins this host's reference where
+        ``stability.joins_reference`` says so (nothing where the file cannot be written)."""
+        metadata = self.writer.metadata if self.writer else {}
+        reading = metadata.get("host_stability") or {}
+        if not stability.joins_reference(reading):
+            return
+        entry = {
+            "level": reading["memory_level"],
+            "time": metadata.get("end_time") or time.time(),
+            "run": str(self.prepared.output_dir),
+        }
+        hostref.append(self.reference_path, self._reference_key(metadata), entry)
 
     def _add_row(self, case: str, tokens: int, row: dict[str, Any]) -> None:
         """Write summary rows in the configured order, whichever worker finished last."""
@@ -757,6 +795,7 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
                 collector.finish("failed", error=f"{type(exc).__name__}: {exc}")
                 raise
         collector.finish("complete")
+        collector.keep_reference()
         return collector.result()
 
 

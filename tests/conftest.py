@@ -18,6 +18,20 @@ os.environ["EMBEDBENCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="embedbench-test-loc
 # runs under test are --allow-busy or checked against fakes, so they need not sleep a
 # second per run. Tests of the windows themselves pass them explicitly or unset this.
 os.environ["EMBEDBENCH_CONTENTION_WINDOW_S"] = "0.02"
+# The stored reference of this host's quiet memory level: never the user's own (the
+# session-wide runs write here; every test gets an empty one of its own, below).
+os.environ["EMBEDBENCH_HOST_REFERENCE"] = str(
+    Path(tempfile.mkdtemp(prefix="embedbench-test-hostref-")) / "host-reference.json"
+)
+
+
+@pytest.fixture(autouse=True)
+def _own_host_reference(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> None:
+    """Every test starts with no stored reference of this host's quiet memory level, so a
+    run under test is never judged against another test's runs (a test of the reference
+    sets its own)."""
+    where = tmp_path_factory.mktemp("hostref") / "host-reference.json"
+    monkeypatch.setenv("EMBEDBENCH_HOST_REFERENCE", str(where))
 
 
 # Every test module's tier (docs/development.md, "Test tiers": `make test-unit` runs `-m unit`):
@@ -43,6 +57,7 @@ TIERS = {
         *("test_layout.py", "test_probe.py", "test_nvml.py"),
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_neighbour.py",
+        "test_host_reference.py",
         "test_import_cost.py",  # subprocess imports only: no run
         "test_figures.py",  # runs built in memory: no harness run
         "test_interactive.py",  # the figures' tables and charts, from runs built in memory

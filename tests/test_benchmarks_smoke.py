@@ -851,6 +851,10 @@ def test_interference_alternates_only_the_neighbours_asked_for(tmp_path: Path) -
         *(interference.QUIET, interference.TOGGLED, interference.QUIET),
         *(interference.ALWAYS, interference.QUIET, interference.TOGGLED),
     ]
+    # Quiet runs first build the host's quiet reference.
+    assert interference.schedule(1, kinds, warm=2) == [interference.QUIET] * 3 + [
+        interference.TOGGLED
+    ]
     assert interference.neighbour_kinds(None) == interference.NEIGHBOURS
     res = _run([str(BENCH / "interference.py"), "--neighbours", "hog,spin"], tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr

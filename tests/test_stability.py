@@ -237,6 +237,9 @@ class _ScriptedCanary:
     def probe(self) -> list[float]:
         return self.probes.pop(0) if len(self.probes) > 1 else self.probes[0]
 
+    def pace_probe(self) -> list[float]:
+        return [30.0] * 17
+
 
 class _Clock:
     def __init__(self) -> None:

@@ -24,6 +24,7 @@ samples, before a block's first call and after its last. It has no statistics (s
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import time
 
@@ -39,6 +40,7 @@ __all__ = [
     "MAX_SOURCE_BYTES",
     "MIN_READ_BYTES",
     "MIN_SOURCE_BYTES",
+    "PACE_BYTES",
     "PROBE_COPIES",
     "ROWS_SHARE",
     "ROW_SETS",
@@ -70,6 +72,11 @@ DEVICE_ROUND_TRIP_BYTES = 4096
 # reads did; nine half-lookup reads labelled CPU bursts on the measuring core in 2 of 4
 # runs against 4 of 4 (docs/PERFORMANCE.md, "Interference").
 PROBE_COPIES = 17
+# The pace: a BLAKE2b hash of this many bytes, which stay in the core's L1 cache. It moves
+# with the core's own speed (frequency, a hypervisor's time slices) and not with the
+# memory system, so the canary over the pace is the memory system's speed alone, the
+# level that a stored reference of this host can judge (``stability.memory_level``).
+PACE_BYTES = 16 * 1024
 
 
 def source_bytes(llc_bytes: int | None) -> int:
@@ -130,6 +137,7 @@ class Canary:
             for _ in range(ROW_SETS)
         ]
         self._turn = 0
+        self._pace_payload = bytes(PACE_BYTES)
         self.read_us()  # every page of the output touched before the first timed read
         self.device = torch.device(device)
         self._host: torch.Tensor | None = None
@@ -164,6 +172,18 @@ class Canary:
         """``copies`` consecutive reads, each in µs."""
         return [self.read_us() for _ in range(copies)]
 
+    def pace_us(self) -> float:
+        """One hash of ``PACE_BYTES`` held in the L1 cache, in µs: the core's own speed."""
+        payload = self._pace_payload
+        clock = time.perf_counter_ns
+        start = clock()
+        hashlib.blake2b(payload).digest()
+        return (clock() - start) / 1e3
+
+    def pace_probe(self, copies: int = PROBE_COPIES) -> list[float]:
+        """``copies`` consecutive pace reads, each in µs (the first warms the code path)."""
+        return [self.pace_us() for _ in range(copies)]
+
     def describe(self) -> dict[str, object]:
         """What the canary is, for the metadata."""
         return {
@@ -174,4 +194,5 @@ class Canary:
             "source_bytes": self._source.numel() * self._source.element_size(),
             "last_level_cache_bytes": self.llc_bytes,
             "device_round_trip_bytes": DEVICE_ROUND_TRIP_BYTES if self._host is not None else None,
+            "pace": f"blake2b of {PACE_BYTES} bytes",
         }

@@ -18,6 +18,12 @@ Pure functions on numbers; no I/O, no torch. Two readings, one rule each:
   ``WAITED_PROBES_LIMIT`` of its probes were not quiet at once: its workers waited for a
   quiet probe, or measured anyway (``--allow-busy``).
 
+A neighbour that never pauses leaves nothing inside a run to contrast with. Where this
+host has a **reference** (``HostReference``: the median memory level of its recent stable
+runs, kept between runs by ``hostref``), the run's own memory level (``memory_level``:
+the canary over the pace, a compute-only read that moves with the core's speed and not
+with the memory system) must not be well above it (``REFERENCE_LEVEL_LIMIT``).
+
 The verdict is ``stable`` or ``noisy``. It is decided from the canary's effect alone:
 busy other cores (from ``/proc/stat``) are recorded beside it as the likely cause, never
 as the reason, because on a many-core GPU box busy unrelated cores are normal. The
@@ -28,7 +34,7 @@ measurements behind them are in docs/PERFORMANCE.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +49,11 @@ __all__ = [
     "NOISY",
     "PROBE_LEVEL_LIMIT",
     "PROBE_SPREAD_LIMIT",
+    "REFERENCE_IDLE_FLOOR",
+    "REFERENCE_KEEP",
+    "REFERENCE_LEVEL_LIMIT",
+    "REFERENCE_MAX_AGE_S",
+    "REFERENCE_MIN_RUNS",
     "RUN_LEVEL_LIMIT",
     "RUN_SPREAD_LIMIT",
     "STABLE",
@@ -50,6 +61,7 @@ __all__ = [
     "WAIT_MAX_S",
     "WAIT_POLL_S",
     "Group",
+    "HostReference",
     "HostStability",
     "NeighbourContrast",
     "ProbeReading",
@@ -60,11 +72,15 @@ __all__ = [
     "canary_level_us",
     "canary_reads",
     "iqr_spread",
+    "joins_reference",
     "likely_cause",
+    "memory_level",
     "neighbour_contrast",
     "next_reference",
     "read_probe",
+    "reference_from",
     "spread",
+    "with_pace",
 ]
 
 STABLE = "stable"
@@ -101,6 +117,17 @@ NEIGHBOUR_IDLE_STEP = 0.25
 NEIGHBOUR_EFFECT_LIMIT = 0.05
 NEIGHBOUR_P_LIMIT = 0.01
 NEIGHBOUR_MIN_READS = 10
+# A run's memory level over this host's reference, minus 1, above this makes it noisy.
+# The reference is the median level of the last REFERENCE_KEEP stable runs of the same
+# host, core and canary within REFERENCE_MAX_AGE_S, and needs REFERENCE_MIN_RUNS of them.
+REFERENCE_LEVEL_LIMIT = 0.05
+REFERENCE_MIN_RUNS = 3
+REFERENCE_KEEP = 10
+REFERENCE_MAX_AGE_S = 3600.0
+# Only a run whose other cores sat near idle in some block halves (their busy time's 10th
+# percentile, ``neighbour.idle_floor_cores``, below this many cores) joins the reference:
+# one whose neighbour never paused would teach it the neighbour's level.
+REFERENCE_IDLE_FLOOR = 0.5
 # How long the runner waits for a quiet probe before it refuses, and how often it looks.
 WAIT_MAX_S = 30.0
 WAIT_POLL_S = 1.0
@@ -129,7 +156,8 @@ def iqr_spread(values: Sequence[float]) -> float:
 @dataclass(frozen=True)
 class ProbeReading:
     """One probe: its copies' median (the first copy left out), spread, level over the
-    reference, and the rule's answer (``reason`` says why it is not quiet)."""
+    reference, and the rule's answer (``reason`` says why it is not quiet); ``pace_us``,
+    the median of the pace reads taken right after it (``memory_level``)."""
 
     median_us: float
     spread: float
@@ -138,6 +166,7 @@ class ProbeReading:
     quiet: bool
     reason: str | None = None
     samples_us: tuple[float, ...] = ()
+    pace_us: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -173,6 +202,15 @@ def read_probe(
     )
 
 
+def with_pace(reading: ProbeReading, pace_samples_us: Sequence[float]) -> ProbeReading:
+    """``reading`` with the median of the pace reads taken right after it (the first left
+    out, as a probe's first copy is)."""
+    kept = list(pace_samples_us[1:]) if len(pace_samples_us) > 2 else list(pace_samples_us)
+    if not kept:
+        return reading
+    return replace(reading, pace_us=float(np.median(np.asarray(kept, dtype=float))))
+
+
 def next_reference(reference_us: float | None, reading: ProbeReading) -> float | None:
     """The quietest level seen, updated with a quiet probe (a noisy one never sets it)."""
     if not reading.quiet:
@@ -206,6 +244,8 @@ class HostStability:
     thresholds: dict[str, float] = field(default_factory=dict)
     canary_reads: int = 0
     neighbour: dict[str, Any] | None = None
+    memory_level: float | None = None
+    host_reference: dict[str, Any] | None = None
 
     @property
     def noisy(self) -> bool:
@@ -372,6 +412,84 @@ def _neighbour_reason(
     )
 
 
+def memory_level(probes: Iterable[Mapping[str, Any]]) -> float | None:
+    """The memory system's speed over a run: the median over its probes of their canary
+    median over their pace median (None when no probe carries a pace)."""
+    ratios = [
+        float(p["median_us"]) / float(p["pace_us"])
+        for p in probes
+        if p.get("pace_us") and p.get("median_us")
+    ]
+    return float(np.median(ratios)) if ratios else None
+
+
+@dataclass(frozen=True)
+class HostReference:
+    """This host's quiet memory level: the median of its recent stable runs' levels (None
+    with fewer than ``REFERENCE_MIN_RUNS``), how many runs, and the oldest one's time."""
+
+    level: float | None
+    runs: int
+    since: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        return asdict(self)
+
+
+def reference_from(
+    history: Sequence[Mapping[str, Any]],
+    now: float,
+    *,
+    keep: int = REFERENCE_KEEP,
+    max_age_s: float = REFERENCE_MAX_AGE_S,
+    min_runs: int = REFERENCE_MIN_RUNS,
+) -> HostReference:
+    """The reference from stored entries (``level``, ``time`` in epoch seconds, oldest
+    first): the last ``keep`` of those at most ``max_age_s`` old."""
+    recent = [
+        h
+        for h in history
+        if h.get("level") and h.get("time") is not None and 0 <= now - h["time"] <= max_age_s
+    ][-keep:]
+    if len(recent) < min_runs:
+        return HostReference(None, len(recent))
+    level = float(np.median([float(h["level"]) for h in recent]))
+    return HostReference(level, len(recent), float(recent[0]["time"]))
+
+
+def joins_reference(reading: Mapping[str, Any]) -> bool:
+    """Whether a finished run's ``host_stability`` may join this host's reference: stable,
+    with a memory level, and its other cores near idle for part of it (never a run whose
+    neighbour, however harmless it looked, was there the whole time)."""
+    floor = (reading.get("neighbour") or {}).get("idle_floor_cores")
+    return (
+        reading.get("verdict") == STABLE
+        and bool(reading.get("memory_level"))
+        and floor is not None
+        and floor < REFERENCE_IDLE_FLOOR
+    )
+
+
+def _reference_reading(
+    level: float | None, reference: HostReference | None, limit: float
+) -> tuple[dict[str, Any] | None, str | None]:
+    if reference is None:
+        return None, None
+    reading: dict[str, Any] = {**reference.to_json(), "over": None, "limit": limit}
+    if level is None or not reference.level:
+        return reading, None
+    over = level / reference.level - 1.0
+    reading["over"] = over
+    if over <= limit:
+        return reading, None
+    return reading, (
+        f"the canary, over the core's own pace, ran {100 * over:.0f} % slower than this "
+        f"host's quiet reference (the median of its last {reference.runs} stable runs; "
+        f"limit {100 * limit:.0f} %): a neighbour that never paused, or a slower host"
+    )
+
+
 def _thresholds() -> dict[str, float]:
     return {
         "probes_waited": WAITED_PROBES_LIMIT,
@@ -381,6 +499,7 @@ def _thresholds() -> dict[str, float]:
         "run_between_workers": RUN_LEVEL_LIMIT,
         "neighbour_effect": NEIGHBOUR_EFFECT_LIMIT,
         "neighbour_p": NEIGHBOUR_P_LIMIT,
+        "reference_level": REFERENCE_LEVEL_LIMIT,
     }
 
 
@@ -389,6 +508,7 @@ def assess_host(
     *,
     probes: Sequence[Mapping[str, Any]] = (),
     other_cores_busy: Mapping[str, float | None] | None = None,
+    reference: HostReference | None = None,
     spread_limit: float = RUN_SPREAD_LIMIT,
     level_limit: float = RUN_LEVEL_LIMIT,
 ) -> HostStability:
@@ -396,7 +516,8 @@ def assess_host(
 
     ``probes`` are probe readings as JSON (``quiet`` is read); ``other_cores_busy`` the
     largest busy share each other allowed core showed in the guards (recorded as the
-    likely cause, not used by the rule). With no canary reads at all (an older run, or
+    likely cause, not used by the rule); ``reference`` this host's quiet memory level
+    (None: not kept, as in ``paired_benchmark``). With no canary reads at all (an older run, or
     records of the original script) the verdict is stable only if nothing else says
     otherwise, and ``canary_reads`` is 0 so a reader can tell it was not observed.
     """
@@ -429,6 +550,10 @@ def assess_host(
             f"{len(waited)} of {len(probes)} probes before a worker or case {how} "
             f"(limit {WAITED_PROBES_LIMIT})"
         )
+    level = memory_level(probes)
+    host_reference, slower = _reference_reading(level, reference, REFERENCE_LEVEL_LIMIT)
+    if slower:
+        reasons.append(slower)
     return HostStability(
         verdict=NOISY if reasons else STABLE,
         reasons=reasons,
@@ -445,6 +570,8 @@ def assess_host(
         },
         canary_reads=sum(len(v) for v in groups.values()),
         neighbour=None if neighbour is None else neighbour.to_json(),
+        memory_level=level,
+        host_reference=host_reference,
     )
 
 

@@ -21,7 +21,13 @@ import pandas as pd
 from embedbench.cases import CASE_LABELS, CASES
 from embedbench.harness import stats, sysinfo, windows
 from embedbench.harness.design import DERIVED
-from embedbench.harness.stability import NOISY, STABLE, busy_throughout, likely_cause
+from embedbench.harness.stability import (
+    NOISY,
+    REFERENCE_MIN_RUNS,
+    STABLE,
+    busy_throughout,
+    likely_cause,
+)
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
 from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
@@ -558,13 +564,28 @@ def host_note(result: RunResult) -> str | None:
             "halves), within the limit"
         )
     elif busy_throughout(reading):
-        seen = (
-            "they were busy the whole run, so the canary cannot tell their effect from the "
-            "host's own speed: compare with a run while they idle"
-        )
+        seen = _always_busy(reading.get("host_reference") or {})
     else:
         seen = "its effect on the canary stayed within the limits"
     return f"stable host by the canary, though {cause}; {seen} (docs/method.md)"
+
+
+def _always_busy(reference: dict[str, Any]) -> str:
+    """What the canary could say of other cores busy the whole run: against this host's
+    stored quiet reference where it had one, else that it cannot tell."""
+    if reference.get("over") is not None:
+        return (
+            "they were busy the whole run, so nothing inside it could be contrasted; against "
+            f"this host's quiet reference ({reference.get('runs')} stable runs) the canary "
+            f"over the core's pace read {100 * reference['over']:+.1f} %, within the limit"
+        )
+    runs = reference.get("runs") or 0
+    return (
+        "they were busy the whole run, so the canary cannot tell their effect from the "
+        f"host's own speed, and this host has no quiet reference yet ({runs} of the "
+        f"{REFERENCE_MIN_RUNS} recent stable runs it needs): compare with a run while they "
+        "idle"
+    )
 
 
 def busy_label(result: RunResult) -> str | None:
