@@ -2,6 +2,7 @@
 
     python benchmarks/host_reference.py --cpu-core 1              # 8 pairs of runs, ~5 min
     python benchmarks/host_reference.py --cpu-core 1 --quick      # 2 pairs (smoke)
+    python benchmarks/host_reference.py --replay DIR               # runs kept by interference.py
 
 A neighbour that is always on leaves no quiet block half inside a run to contrast with
 (``stability.neighbour_contrast`` needs idle halves), so only a level kept from earlier,
@@ -14,6 +15,10 @@ alone would change). A run's level is the median over its processes of their med
 canary read (alone, and over the pace); its reference is the median of the quiet runs
 before it, as a stored reference would be. For limits of 5 to 25 %, the share of hog runs
 above reference × (1 + limit) against the share of quiet runs above it.
+
+``--replay DIR`` reads default runs kept by ``interference.py --keep DIR`` instead: it
+rebuilds the stored reference in their order at each of ``--limits`` and counts the
+runs of each condition that would be labelled, with every other rule as recorded.
 """
 
 from __future__ import annotations
@@ -113,6 +118,45 @@ def detection_rows(runs: list[dict]) -> list[list]:
     return rows
 
 
+REFERENCE_REASON = "the canary, over the core's own pace"
+
+
+def replay(top: Path, limits: list[float]) -> list[list]:
+    """The reference rule replayed over runs kept by ``interference.py --keep`` (in run
+    order, each with its ``.condition``): at each limit, the store rebuilt from scratch as
+    those runs would have built it, and how many runs of each condition it labels (with
+    every other rule's reasons as recorded)."""
+    from embedbench.harness import stability
+
+    runs = []
+    for marker in sorted(top.glob("run*.condition")):
+        meta_path = marker.with_suffix("") / "metadata.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        if meta.get("status") == "complete":  # a refused run never reached the rule
+            runs.append((marker.read_text(), meta))
+    rows = []
+    for limit in limits:
+        store: list[dict] = []
+        labelled: dict[str, list[int]] = {}
+        for condition, meta in runs:
+            host = meta.get("host_stability") or {}
+            others = [r for r in host.get("reasons", []) if not r.startswith(REFERENCE_REASON)]
+            reference = stability.reference_from(store, float(meta["start_time"]))
+            level = host.get("memory_level")
+            over = level / reference.level - 1.0 if level and reference.level else None
+            noisy = bool(others) or (over is not None and over > limit)
+            tally = labelled.setdefault(condition, [0, 0, 0])
+            tally[0] += 1
+            tally[1] += noisy
+            tally[2] += bool(over is not None and over > limit and not others)
+            replayed = {**host, "verdict": "noisy" if noisy else "stable"}
+            if stability.joins_reference(replayed):
+                store.append({"level": level, "time": meta.get("end_time")})
+        for condition, (n, noisy, only) in labelled.items():
+            rows.append([f"{100 * limit:.0f} %", condition, n, noisy, only])
+    return rows
+
+
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
     p.add_argument("--pairs", type=int, default=None, help="quiet/hog pairs of runs (default 8)")
@@ -121,6 +165,14 @@ def main() -> None:
     p.add_argument(
         "--hidden", type=int, default=C.HIDDEN_7B, help="table width (default 3584, the 7B's)"
     )
+    p.add_argument(
+        "--replay",
+        metavar="DIR",
+        help="replay the reference rule over runs kept by interference.py --keep DIR",
+    )
+    p.add_argument(
+        "--limits", default="5,6,8,10", help="with --replay: limits in %% (default 5,6,8,10)"
+    )
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     reads = args.reads or (50 if args.quick else 300)
@@ -128,6 +180,13 @@ def main() -> None:
         print(json.dumps(child(args.child, reads, args.hidden)))
         return
     session = C.Session("host_reference", args)
+    if args.replay:
+        limits = [float(x) / 100 for x in args.limits.split(",") if x.strip()]
+        headers = ["limit", "condition", "runs", "labelled noisy", "by the reference alone"]
+        table = C.markdown_table(headers, replay(Path(args.replay), limits))
+        note = f"Runs kept in {args.replay}, in order; every other rule's reasons as recorded."
+        C.publish(session, [C.Section("The reference rule replayed", table, note)], {})
+        return
     pairs = args.pairs or (2 if args.quick else 8)
     processes = args.processes or (2 if args.quick else 5)
     others = [c for c in sorted(os.sched_getaffinity(0)) if c != session.core]

@@ -720,6 +720,9 @@ def test_interference_quick_counts_labels_and_reanalyses_kept_runs(
     again = _run([str(BENCH / "interference.py"), "--from", str(kept)], tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "| quiet | 1 |" in again.stdout
+    replayed = _run([str(BENCH / "host_reference.py"), "--replay", str(kept)], tmp_path)
+    assert replayed.returncode == 0, replayed.stderr[-2000:]
+    assert "| 5 % | quiet | 1 |" in replayed.stdout
     assert "#### embedbench and pyperf on known pairs" in again.stdout
 
 
