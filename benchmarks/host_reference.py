@@ -118,9 +118,6 @@ def detection_rows(runs: list[dict]) -> list[list]:
     return rows
 
 
-REFERENCE_REASON = "the canary, over the core's own pace"
-
-
 def replay(top: Path, limits: list[float]) -> list[list]:
     """The reference rule replayed over runs kept by ``interference.py --keep`` (in run
     order, each with its ``.condition``): at each limit, the store rebuilt from scratch as
@@ -140,7 +137,11 @@ def replay(top: Path, limits: list[float]) -> list[list]:
         labelled: dict[str, list[int]] = {}
         for condition, meta in runs:
             host = meta.get("host_stability") or {}
-            others = [r for r in host.get("reasons", []) if not r.startswith(REFERENCE_REASON)]
+            others = [
+                r
+                for r in host.get("reasons", [])
+                if not r.startswith(stability.REFERENCE_REASON_START)
+            ]
             reference = stability.reference_from(store, float(meta["start_time"]))
             level = host.get("memory_level")
             over = level / reference.level - 1.0 if level and reference.level else None

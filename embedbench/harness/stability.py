@@ -54,6 +54,7 @@ __all__ = [
     "REFERENCE_LEVEL_LIMIT",
     "REFERENCE_MAX_AGE_S",
     "REFERENCE_MIN_RUNS",
+    "REFERENCE_REASON_START",
     "RUN_LEVEL_LIMIT",
     "RUN_SPREAD_LIMIT",
     "STABLE",
@@ -130,6 +131,9 @@ REFERENCE_MAX_AGE_S = 3600.0
 # percentile, ``neighbour.idle_floor_cores``, below this many cores) joins the reference:
 # one whose neighbour never paused would teach it the neighbour's level.
 REFERENCE_IDLE_FLOOR = 0.5
+# How the reference rule's reason begins (``benchmarks/host_reference.py --replay`` tells
+# it from the other rules' reasons by it).
+REFERENCE_REASON_START = "the canary, over the core's own pace,"
 # How long the runner waits for a quiet probe before it refuses, and how often it looks.
 WAIT_MAX_S = 30.0
 WAIT_POLL_S = 1.0
@@ -175,6 +179,12 @@ class ProbeReading:
         return {**asdict(self), "samples_us": [round(s, 2) for s in self.samples_us]}
 
 
+def _after_first(samples: Sequence[float]) -> list[float]:
+    """A burst's reads without its first, which pays for what ran before it (all of them
+    when there are two or fewer)."""
+    return list(samples[1:]) if len(samples) > 2 else list(samples)
+
+
 def read_probe(
     samples_us: Sequence[float],
     reference_us: float | None = None,
@@ -184,7 +194,7 @@ def read_probe(
 ) -> ProbeReading:
     """Judge one probe's copies (all but the first) against each other and against
     ``reference_us`` (the quietest probe median seen so far; None for the first probe)."""
-    kept = list(samples_us[1:]) if len(samples_us) > 2 else list(samples_us)
+    kept = _after_first(samples_us)
     median = float(np.median(np.asarray(kept, dtype=float)))
     dispersion = iqr_spread(kept)
     level = None if not reference_us else median / reference_us - 1.0
@@ -207,7 +217,7 @@ def read_probe(
 def with_pace(reading: ProbeReading, pace_samples_us: Sequence[float]) -> ProbeReading:
     """``reading`` with the median of the pace reads taken right after it (the first left
     out, as a probe's first copy is)."""
-    kept = list(pace_samples_us[1:]) if len(pace_samples_us) > 2 else list(pace_samples_us)
+    kept = _after_first(pace_samples_us)
     if not kept:
         return reading
     return replace(reading, pace_us=float(np.median(np.asarray(kept, dtype=float))))
@@ -486,7 +496,7 @@ def _reference_reading(
     if over <= limit:
         return reading, None
     return reading, (
-        f"the canary, over the core's own pace, ran {100 * over:.0f} % slower than this "
+        f"{REFERENCE_REASON_START} ran {100 * over:.0f} % slower than this "
         f"host's quiet reference (the median of its last {reference.runs} stable runs; "
         f"limit {100 * limit:.0f} %): a neighbour that never paused, or a slower host"
     )
