@@ -1,7 +1,5 @@
 """``python -m embedbench``."""
 
-import sys
+from embedbench.cli import console_main
 
-from embedbench.cli import main
-
-sys.exit(main())
+console_main()

@@ -420,5 +420,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def console_main() -> None:
+    """The ``embedbench`` command and ``python -m embedbench``: run ``main`` and end the
+    process at once with its code (embedbench/harness/exiting.py says why)."""
+    from embedbench.harness.exiting import exit_now
+
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

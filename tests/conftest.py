@@ -1,7 +1,9 @@
 """Shared fixtures: a small synthetic checkpoint with the real vocabulary and token ids;
 and the test tiers (markers unit, e2e, notebook, integration, browser; see TIERS)."""
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,9 +13,17 @@ from embedbench.omni import checkpoint
 
 SMALL_HIDDEN = 32
 
+
+def _session_dir(prefix: str) -> str:
+    """A private directory for this test session, removed when the session ends."""
+    where = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    return where
+
+
 # Runs take a host-wide lock; a private lock dir keeps this test session (and the
 # subprocesses it starts) from colliding with another session on the same machine.
-os.environ["EMBEDBENCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="embedbench-test-lock-")
+os.environ["EMBEDBENCH_LOCK_DIR"] = _session_dir("embedbench-test-lock-")
 # Short guard windows (contention and iowait; default 0.25 s, 0.1 s between workers):
 # runs under test are --allow-busy or checked against fakes, so they need not sleep a
 # second per run. Tests of the windows themselves pass them explicitly or unset this.
@@ -21,7 +31,7 @@ os.environ["EMBEDBENCH_CONTENTION_WINDOW_S"] = "0.02"
 # The stored reference of this host's quiet memory level: never the user's own (the
 # session-wide runs write here; every test gets an empty one of its own, below).
 os.environ["EMBEDBENCH_HOST_REFERENCE"] = str(
-    Path(tempfile.mkdtemp(prefix="embedbench-test-hostref-")) / "host-reference.json"
+    Path(_session_dir("embedbench-test-hostref-")) / "host-reference.json"
 )
 
 
@@ -52,12 +62,12 @@ TIERS = {
         *("test_hostlock.py", "test_ioguard.py", "test_isolation.py", "test_results.py"),
         *("test_paired_benchmark.py", "test_reference_target.py", "test_scenarios.py"),
         *("test_stats.py", "test_sysinfo.py", "test_timing.py", "test_validation.py"),
-        # on main, not yet on this branch (all fast, none runs the harness)
         *("test_blocks.py", "test_errors.py", "test_markdown.py", "test_readme_parameters.py"),
         *("test_layout.py", "test_probe.py", "test_nvml.py"),
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_neighbour.py",
         "test_host_reference.py",
+        "test_exiting.py",  # exit_now in a subprocess: no run
         "test_import_cost.py",  # subprocess imports only: no run
         "test_figures.py",  # runs built in memory: no harness run
         "test_interactive.py",  # the figures' tables and charts, from runs built in memory
