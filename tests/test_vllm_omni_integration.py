@@ -375,30 +375,40 @@ REAL_PATH = {
 }
 
 
-@pytest.mark.parametrize("lm_shim", LM_SHIMS)
-def test_replica_matches_the_real_classes_bit_for_bit(
-    omni_python, omni_repo, small_checkpoint, lm_shim
-):
+def _replica_reports(python: Path, repo: dict[str, str], model: Path) -> dict[str, dict]:
+    """tests/support/replica_check.py for every shim in one process (vLLM's import is
+    most of its time): each shim's report, and the check's exit code under ``"rc"``."""
     proc = _run_omni(
-        omni_python,
+        python,
         str(REPLICA_CHECK),
-        "--repo",
-        omni_repo["repo"],
-        "--baseline-ref",
-        omni_repo["first"],
-        "--model",
-        str(small_checkpoint),
-        "--lengths",
-        "300",
-        "1172",
-        "--lm-shim",
-        lm_shim,
+        *("--repo", repo["repo"], "--baseline-ref", repo["first"], "--model", str(model)),
+        *("--lengths", "300", "1172", "--lm-shim", *LM_SHIMS),
     )
-    # vLLM logs to stdout on import: the report is the last line.
-    assert proc.stdout.strip(), proc.stderr[-3000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    # vLLM logs to stdout on import: the reports are the last lines, one per shim.
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) >= len(LM_SHIMS), proc.stderr[-3000:]
+    reports = [json.loads(line) for line in lines[-len(LM_SHIMS) :]]
+    assert [r["real"]["lm_shim"] for r in reports] == list(LM_SHIMS), reports
+    return {"rc": proc.returncode, **{r["real"]["lm_shim"]: r for r in reports}}
+
+
+@pytest.fixture(scope="module")
+def replica_reports(omni_python, omni_repo, small_checkpoint) -> dict[str, dict]:
+    """The replica check of Qwen2.5-Omni, both shims."""
+    return _replica_reports(omni_python, omni_repo, small_checkpoint)
+
+
+@pytest.fixture(scope="module")
+def qwen3_replica_reports(omni_python, qwen3_repo, qwen3_checkpoint) -> dict[str, dict]:
+    """The replica check of Qwen3-Omni, both shims."""
+    return _replica_reports(omni_python, qwen3_repo, qwen3_checkpoint)
+
+
+@pytest.mark.parametrize("lm_shim", LM_SHIMS)
+def test_replica_matches_the_real_classes_bit_for_bit(replica_reports, lm_shim):
+    report = replica_reports[lm_shim]
     wrong = [row for row in report["rows"] if not row["ok"]]
-    assert proc.returncode == 0 and not wrong, wrong
+    assert replica_reports["rc"] == 0 and not wrong, wrong
     assert {row["case"] for row in report["rows"]} >= set(CASES)
     assert len(report["rows"]) == 2 * 2 * (len(CASES) + 3)
     # Same call depth: one lookup enters the same Python functions through both targets.
@@ -458,20 +468,11 @@ def test_qwen3_real_thinker_baseline_from_git_candidate_from_checkout(
 
 
 @pytest.mark.parametrize("lm_shim", LM_SHIMS)
-def test_qwen3_replica_matches_the_real_classes_bit_for_bit(
-    omni_python, qwen3_repo, qwen3_checkpoint, lm_shim
-):
+def test_qwen3_replica_matches_the_real_classes_bit_for_bit(qwen3_replica_reports, lm_shim):
     """The output and the DeepStack buffer of every call, both forms, both shims."""
-    proc = _run_omni(
-        omni_python,
-        str(REPLICA_CHECK),
-        *("--repo", qwen3_repo["repo"], "--baseline-ref", qwen3_repo["first"]),
-        *("--model", str(qwen3_checkpoint), "--lengths", "300", "1172", "--lm-shim", lm_shim),
-    )
-    assert proc.stdout.strip(), proc.stderr[-3000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = qwen3_replica_reports[lm_shim]
     wrong = [row for row in report["rows"] if not row["ok"]]
-    assert proc.returncode == 0 and not wrong, wrong
+    assert qwen3_replica_reports["rc"] == 0 and not wrong, wrong
     assert report["family"] == QWEN3_OMNI
     assert len(report["rows"]) == 2 * 2 * (len(CASES) + 3)
     for row in report["rows"]:

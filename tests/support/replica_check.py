@@ -3,21 +3,23 @@
 Run with the python of the vLLM-Omni CPU venv (``scripts/vllm-omni-cpu-env.sh``)::
 
     python tests/support/replica_check.py --repo REPO --baseline-ref SHA --model CKPT \\
-        --lengths 300 1172 --lm-shim flat
+        --lengths 300 1172 --lm-shim flat production
 
 For every case (the six of SPEC §3, an empty embedding list, and two cases with one
 embedding row too few, where both must raise the same error) and length, and for each
 variant, both targets are called on identical inputs around the same table while
 their text lookups are counted. Both targets use the language-model shim
-``--lm-shim`` names; one lookup through each must enter the same Python functions
+``--lm-shim`` names (each shim named there in turn, in one process: vLLM's import is
+most of the check's time); one lookup through each must enter the same Python functions
 (method names; the classes differ), so the replica has the real call depth. The real
 path is also checked with counting hooks on vLLM's own ``Qwen2ForCausalLM``,
 ``Qwen2Model`` and ``VocabParallelEmbedding`` methods, during one call of each
-variant on the audio case. Prints one JSON object: per row the lookup counts of both
-targets, whether the outputs are ``torch.equal`` with the same dtype and shape, and
-``ok``; the two call sequences; the hook counts. Exit code 0 when all agree, else 1.
+variant on the audio case. Prints one JSON object per shim, one per line: per row the
+lookup counts of both targets, whether the outputs are ``torch.equal`` with the same
+dtype and shape, and ``ok``; the two call sequences; the hook counts. Exit code 0 when
+all agree, else 1.
 
-The checkpoint's family picks the classes (issue 14): for Qwen3-Omni the real
+The checkpoint's family picks the classes: for Qwen3-Omni the real
 ``Qwen3OmniMoeThinkerForConditionalGeneration`` against the replica, and besides the
 output, the DeepStack buffer each call stores (``_set_deepstack_input_embeds``) must be
 ``torch.equal`` too (``deepstack_equal`` per row), with the vision embeddings carrying
@@ -177,8 +179,9 @@ def call_depth(real: Target, replica: Target) -> dict[str, Any]:
     return calls
 
 
-def compare(args: argparse.Namespace) -> dict[str, Any]:
-    """Every (case, length, variant) on both targets; the rows and an overall ``ok``."""
+def compare(args: argparse.Namespace, lm_shim: str) -> dict[str, Any]:
+    """Every (case, length, variant) on both targets with ``lm_shim``; the rows and an
+    overall ``ok``."""
     facts = checkpoint.read_thinker_facts(args.model)
     location = checkpoint.locate_embedding(args.model, facts)
     table = checkpoint.load_embedding_table(location)
@@ -189,9 +192,9 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         repo=args.repo,
         baseline_ref=args.baseline_ref,
         candidate_ref=args.candidate_ref,
-        lm_shim=args.lm_shim,
+        lm_shim=lm_shim,
     )
-    replica = build_reference_target(table, facts, args.lm_shim)
+    replica = build_reference_target(table, facts, lm_shim)
     rows = []
     for tokens in args.lengths:
         for case in (*CASES, *EXTRA_CASES):
@@ -229,18 +232,19 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the arguments, compare, print the JSON report; 0 when all rows agree."""
+    """Parse the arguments, compare, print a JSON report per shim; 0 when all rows agree."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True)
     parser.add_argument("--baseline-ref", required=True)
     parser.add_argument("--candidate-ref", default=WORKTREE)
     parser.add_argument("--model", required=True)
     parser.add_argument("--lengths", nargs="+", type=int, default=[300, 1172])
-    parser.add_argument("--lm-shim", choices=LM_SHIMS, default="flat")
+    parser.add_argument("--lm-shim", nargs="+", choices=LM_SHIMS, default=["flat"])
     args = parser.parse_args(argv)
-    report = compare(args)
-    print(json.dumps(report))
-    return 0 if report["ok"] else 1
+    reports = [compare(args, shim) for shim in args.lm_shim]
+    for report in reports:
+        print(json.dumps(report), flush=True)
+    return 0 if all(report["ok"] for report in reports) else 1
 
 
 if __name__ == "__main__":
