@@ -80,7 +80,7 @@ def test_lm_shim_flag_reaches_the_config(capsys):
     assert "--lm-shim {flat,production}" in capsys.readouterr().out
 
 
-# The run flags as DESIGN §2 names them: spelling and kind are part of the interface.
+# The run flags as docs/cli.md names them: spelling and kind are part of the interface.
 RUN_FLAGS = {
     "--model": "value",
     "--target": "value",
@@ -212,7 +212,7 @@ def test_run_with_the_production_shim_records_it(small_checkpoint, tmp_path):
 
 
 def test_run_a_qwen3_omni_checkpoint_end_to_end(tmp_path):
-    """issue 14: the family from config.json, the Qwen3-Omni replica, its expected counts
+    """The family from config.json (docs/families.md), the Qwen3-Omni replica, its expected counts
     (interleaved keeps one lookup) and the DeepStack buffer compared."""
     model = tmp_path / "q3"
     synth = _run("synth-checkpoint", str(model), "--family", "qwen3-omni", "--hidden", "16")

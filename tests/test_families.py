@@ -1,4 +1,5 @@
-"""Families (issue 14): detection from config.json, --family, synthetic Qwen3-Omni checkpoints."""
+"""Families (docs/families.md): detection from config.json, --family, synthetic Qwen3-Omni
+checkpoints."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def test_the_qwen25_checkpoint_is_unchanged(qwen25_checkpoint: Path):
     facts = ck.read_thinker_facts(qwen25_checkpoint)
     assert (facts.family, facts.deepstack_levels) == (QWEN25_OMNI, 0)
     marker = json.loads((qwen25_checkpoint / "config.json").read_text())[ck.SYNTHETIC_MARKER]
-    assert "family" not in marker  # the Qwen2.5 config (and fingerprint) as before issue 14
+    assert "family" not in marker  # the Qwen2.5 config (and fingerprint) as before Qwen3-Omni came
 
 
 def test_default_qwen3_checkpoint_is_cached_under_its_own_name(tmp_path, monkeypatch):

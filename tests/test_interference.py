@@ -35,7 +35,7 @@ BENCH = REPO / "benchmarks"
 NEIGHBOUR = BENCH / "neighbour.py"
 TOGGLED = ("--on", "3", "--off", "3")
 # A hog whose phases alternate within each worker's timed blocks, as 3 s phases do in a
-# default run's workers (about 8 s each). DESIGN's workers time for 0.3 s only: under
+# default run's workers (about 8 s each). RUN_RUN_DESIGN's workers time for 0.3 s only: under
 # 3 s phases each is wholly with the hog or wholly without, which the busy-against-idle
 # contrast cannot see (within a worker it looks always on). With LONG_BLOCKS' 100 calls a
 # block, a worker times for about 2 s and a block half (0.1-0.3 s) mostly sits in one phase.
@@ -44,7 +44,7 @@ LONG_BLOCKS = ("--iterations", "100")
 BURSTS = ("--spin", "--on", "0.05", "--off", "0.1")
 # Five workers: an interval with 4 degrees of freedom can call a few per cent, so a
 # neighbour's bias on Text would show as a verdict.
-DESIGN = [
+RUN_DESIGN = [
     *("--lengths", "300", "--warmup", "5", "--blocks", "10", "--iterations", "10"),
     *("--processes", "5", "--cases", "text", "audio"),
 ]
@@ -68,7 +68,7 @@ def neighbour():
 
 
 def _run(out: Path, checkpoint: Path, *flags: str, **env: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "embedbench", "run", "--model", str(checkpoint), *DESIGN]
+    cmd = [sys.executable, "-m", "embedbench", "run", "--model", str(checkpoint), *RUN_DESIGN]
     cmd += ["--cpu-core", str(allowed_cores()[0]), "--no-progress", "--output-dir", str(out)]
     environment = {**os.environ, "PYTHONPATH": str(REPO), "EMBEDBENCH_HOST_WAIT_S": "3", **env}
     return subprocess.run(

@@ -1,4 +1,4 @@
-"""The interval the verdict uses, checked by seeded simulation (issue 10).
+"""The interval the verdict uses, checked by seeded simulation (docs/method.md).
 
 The model has the noise a real run sees: a worker-level random effect (what differs
 between processes: memory placement, heap layout, the moment it ran), block noise

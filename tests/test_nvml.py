@@ -1,4 +1,4 @@
-"""GPU facts and the SM clock through NVML (issue 15), and the clock in every block record.
+"""GPU facts and the SM clock through NVML (docs/gpu.md), and the clock in every block record.
 
 No GPU here: a stand-in library answers the NVML calls the way the driver's does (status
 0 and values written through the pointers); the real library's absence is the other path.

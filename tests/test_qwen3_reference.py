@@ -1,4 +1,4 @@
-"""The built-in Qwen3-Omni replica (issue 14): both forms, the DeepStack split and buffer,
+"""The built-in Qwen3-Omni replica (docs/families.md): both forms, the DeepStack split and buffer,
 and validation of outputs and buffers with the family's expected lookups."""
 
 from __future__ import annotations

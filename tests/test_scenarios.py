@@ -1,4 +1,4 @@
-"""Scenario layouts, masks, ids and tagged embeddings against SPEC §3."""
+"""Scenario layouts, masks, ids and tagged embeddings against the layouts of docs/method.md."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def build(case: str, tokens: int = 1172, **kwargs) -> Scenario:
     return build_scenario(case, tokens, token_ids=TOKEN_IDS, hidden_size=HIDDEN, tag=tag, **kwargs)
 
 
-# SPEC §3 table, written out as explicit (modality, start, count) triples.
+# The scenario table, written out as explicit (modality, start, count) triples.
 EXPECTED_RUNS = {
     "text": [],
     "audio": [("audio", 44, 100)],

@@ -15,11 +15,11 @@ import pytest
 from embedbench import runner, selftest
 from embedbench.harness import carriers, stats, timing
 
-DESIGN = {"base_us": 500.0, "warmup": 5, "blocks": 10, "iterations": 10, "allow_busy": True}
+RUN_DESIGN = {"base_us": 500.0, "warmup": 5, "blocks": 10, "iterations": 10, "allow_busy": True}
 
 
 def _run(seed: int = 0) -> selftest.SelfTestResult:
-    return selftest.run_selftest(50.0, seed=seed, **DESIGN)
+    return selftest.run_selftest(50.0, seed=seed, **RUN_DESIGN)
 
 
 def test_spin_waits_at_least_its_duration():
@@ -203,7 +203,7 @@ def test_a_wrongly_sized_interval_is_caught(monkeypatch, factor):
         return dataclasses.replace(interval, low=centre - half, high=centre + half)
 
     monkeypatch.setattr(stats, "hodges_lehmann_interval", resized)
-    result = selftest.run_selftest(50.0, seed=0, **DESIGN)
+    result = selftest.run_selftest(50.0, seed=0, **RUN_DESIGN)
     assert "interval size" in _failed(result)
 
 
@@ -214,5 +214,5 @@ def test_an_interval_past_a_full_reduction_fails_the_check_instead_of_crashing(m
         return dataclasses.replace(real(*args, **kwargs), high=150.0)
 
     monkeypatch.setattr(stats, "hodges_lehmann_interval", past_full)
-    result = selftest.run_selftest(50.0, seed=0, **DESIGN)
+    result = selftest.run_selftest(50.0, seed=0, **RUN_DESIGN)
     assert "interval size" in _failed(result)

@@ -1,4 +1,5 @@
-"""The report side runs without torch (DESIGN §1): a GPU box's results re-rendered on a laptop.
+"""The report side runs without torch (docs/development.md, "Layout"): a GPU box's
+results re-rendered on a laptop.
 
 The subprocesses below put ``tests/support/notorch`` first on PYTHONPATH: its
 ``sitecustomize`` makes ``import torch`` fail as it would where torch is not installed,

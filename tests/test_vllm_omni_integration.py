@@ -11,7 +11,7 @@ would leave ``vllm_omni`` to the installed package and never test that import. O
 the thinker differs between the commits, so the measured change is the PR's alone.
 Both wheels are downloaded at test time into the cache, never committed.
 
-Qwen3-Omni (issue 14, PR #7573) gets its own repository built the same way: the 0.30.0
+Qwen3-Omni (PR #7573) gets its own repository built the same way: the 0.30.0
 package with 0.28.0's Qwen3-Omni thinker in the first commit and 0.30.0's in the
 second; a synthetic Qwen3-Omni checkpoint; its lookup counts, equal outputs and equal
 DeepStack buffers, and the replica checked bit for bit against both real forms.
@@ -437,7 +437,7 @@ VISION_CASES = {"image", "video", "mixed", "interleaved"}
 def test_qwen3_real_thinker_baseline_from_git_candidate_from_checkout(
     omni_python, qwen3_repo, qwen3_checkpoint, tmp_path
 ):
-    """issue 14: the family (from config.json) picks Qwen3-Omni's class and path; the
+    """The family (from config.json, docs/families.md) picks Qwen3-Omni's class and path; the
     counts of PR #7573, equal outputs and equal DeepStack buffers on the real code."""
     out = tmp_path / "out"
     proc = _run_omni(

@@ -5,7 +5,7 @@ Run with the python of the vLLM-Omni CPU venv (``scripts/vllm-omni-cpu-env.sh``)
     python tests/support/replica_check.py --repo REPO --baseline-ref SHA --model CKPT \\
         --lengths 300 1172 --lm-shim flat production
 
-For every case (the six of SPEC §3, an empty embedding list, and two cases with one
+For every case (the six of docs/method.md, an empty embedding list, and two cases with one
 embedding row too few, where both must raise the same error) and length, and for each
 variant, both targets are called on identical inputs around the same table while
 their text lookups are counted. Both targets use the language-model shim
@@ -57,7 +57,7 @@ EXTRA_CASES = (EMPTY, "audio" + SHORT, "interleaved" + SHORT)
 
 
 def _scenario(case: str, tokens: int, facts: Any, hidden: int, target: Target) -> Scenario:
-    """A case of SPEC §3; the empty embedding list (a zero mask, no rows); or a case
+    """A case of docs/method.md; the empty embedding list (a zero mask, no rows); or a case
     with one row too few."""
     levels = facts.deepstack_levels
     if case == EMPTY:
