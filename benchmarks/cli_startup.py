@@ -9,7 +9,11 @@ Each command is a fresh process, timed from ``subprocess.run`` to its exit, repe
 - ``--help`` and ``run --help``: the argument table only;
 - ``run --blocks 7``: an argument error (one line on stderr, exit 2);
 - ``report DIR``: the PR table of a small results dir (a tiny quick run made here on a
-  hidden-32 synthetic checkpoint, or ``--results DIR``).
+  hidden-32 synthetic checkpoint, or ``--results DIR``);
+- ``run``, a tiny design in 2 worker processes (text and audio, 300 tokens, 4 blocks of
+  3 calls) on that checkpoint, each into a fresh output dir: the parent's start and end
+  and two workers' starts and ends, with almost nothing timed. The runs made here keep
+  their quiet reference in the temporary folder, never in the user's cache.
 
 ``--root DIR`` times another checkout's code instead (its ``.venv/bin/python`` if it
 has one, run from DIR), e.g. an older checkout, for a before/after table. The
@@ -35,15 +39,24 @@ COMMANDS: tuple[tuple[str, tuple[str, ...], int], ...] = (
     ("embedbench run --help", ("-m", "embedbench", "run", "--help"), 0),
     ("embedbench run --blocks 7 (error)", ("-m", "embedbench", "run", "--blocks", "7"), 2),
     ("embedbench report DIR", ("-m", "embedbench", "report", "{results}"), 0),
+    ("embedbench run, 2 workers (tiny)", ("-m", "embedbench", "run", "{tiny_run}"), 0),
 )
+# The tiny run's flags after ``--model CKPT``; ``--output-dir`` is a new folder each time.
+TINY_RUN = ("--cases", "text", "audio", "--lengths", "300", "--warmup", "2", "--blocks", "4")
+TINY_RUN += ("--iterations", "3", "--processes", "2", "--allow-busy", "--no-progress")
 
 
-def _small_results(directory: Path) -> Path:
-    """A complete tiny run: hidden-32 checkpoint, 300 tokens, 2 blocks in one process."""
-    from embedbench import RunConfig, run
+def _small_checkpoint(directory: Path) -> Path:
+    """A hidden-32 synthetic checkpoint with the real vocabulary."""
     from embedbench.omni import checkpoint
 
-    model = checkpoint.write_synthetic_checkpoint(directory / "ckpt", hidden_size=32)
+    return checkpoint.write_synthetic_checkpoint(directory / "ckpt", hidden_size=32)
+
+
+def _small_results(model: Path, directory: Path) -> Path:
+    """A complete tiny run: 300 tokens, 2 blocks in one process."""
+    from embedbench import RunConfig, run
+
     out = directory / "results"
     config = RunConfig(
         model=str(model),
@@ -64,9 +77,22 @@ def _python(root: Path) -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def _time(python: str, args: tuple[str, ...], root: Path, expected: int) -> float:
+def _fill(argv: tuple[str, ...], results: Path, model: Path, out: Path) -> tuple[str, ...]:
+    """``argv`` with the results dir in, and the tiny run's flags on ``model`` into ``out``."""
+    filled: list[str] = []
+    for arg in argv:
+        if arg == "{tiny_run}":
+            filled += ["--model", str(model), *TINY_RUN, "--output-dir", str(out)]
+        else:
+            filled.append(arg.format(results=results))
+    return tuple(filled)
+
+
+def _time(python: str, args: tuple[str, ...], root: Path, expected: int, env: dict) -> float:
     t0 = time.perf_counter()
-    proc = subprocess.run([python, *args], cwd=root, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [python, *args], cwd=root, capture_output=True, text=True, timeout=300, env=env
+    )
     elapsed = time.perf_counter() - t0
     if proc.returncode != expected:
         raise SystemExit(
@@ -83,17 +109,22 @@ def main() -> None:
     p.add_argument("--root", metavar="DIR", default=str(C.REPO_ROOT), help="checkout to time")
     args = p.parse_args()
     session = C.Session("cli_startup", args)
-    repeats = 2 if args.quick else args.repeats
+    repeats = 1 if args.quick else args.repeats
     root = Path(args.root).resolve()
     python = _python(root)
 
     with tempfile.TemporaryDirectory(prefix="cli-startup-") as tmp:
-        results = Path(args.results) if args.results else _small_results(Path(tmp))
+        scratch = Path(tmp)
+        # Runs here, in this process and in the timed ones, keep their quiet reference here.
+        os.environ["EMBEDBENCH_HOST_REFERENCE"] = str(scratch / "host-reference.json")
+        env = dict(os.environ)
+        model = _small_checkpoint(scratch)
+        results = Path(args.results) if args.results else _small_results(model, scratch)
         times: dict[str, list[float]] = {label: [] for label, _, _ in COMMANDS}
-        for _ in range(repeats):
+        for index in range(repeats):
             for label, argv, expected in COMMANDS:
-                filled = tuple(a.format(results=results) for a in argv)
-                times[label].append(_time(python, filled, root, expected))
+                filled = _fill(argv, results, model, scratch / f"run-{index}")
+                times[label].append(_time(python, filled, root, expected, env))
 
     rows = [
         [label, C.median(t) * 1000, min(t) * 1000, max(t) * 1000, len(t)]
