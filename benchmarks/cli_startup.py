@@ -88,11 +88,9 @@ def _fill(argv: tuple[str, ...], results: Path, model: Path, out: Path) -> tuple
     return tuple(filled)
 
 
-def _time(python: str, args: tuple[str, ...], root: Path, expected: int, env: dict) -> float:
+def _time(python: str, args: tuple[str, ...], root: Path, expected: int) -> float:
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [python, *args], cwd=root, capture_output=True, text=True, timeout=300, env=env
-    )
+    proc = subprocess.run([python, *args], cwd=root, capture_output=True, text=True, timeout=300)
     elapsed = time.perf_counter() - t0
     if proc.returncode != expected:
         raise SystemExit(
@@ -117,14 +115,13 @@ def main() -> None:
         scratch = Path(tmp)
         # Runs here, in this process and in the timed ones, keep their quiet reference here.
         os.environ["EMBEDBENCH_HOST_REFERENCE"] = str(scratch / "host-reference.json")
-        env = dict(os.environ)
         model = _small_checkpoint(scratch)
         results = Path(args.results) if args.results else _small_results(model, scratch)
         times: dict[str, list[float]] = {label: [] for label, _, _ in COMMANDS}
         for index in range(repeats):
             for label, argv, expected in COMMANDS:
                 filled = _fill(argv, results, model, scratch / f"run-{index}")
-                times[label].append(_time(python, filled, root, expected, env))
+                times[label].append(_time(python, filled, root, expected))
 
     rows = [
         [label, C.median(t) * 1000, min(t) * 1000, max(t) * 1000, len(t)]

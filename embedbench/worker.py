@@ -25,14 +25,7 @@ from embedbench.harness.exiting import exit_now
 from embedbench.harness.interrupts import RunInterrupted, stop_requests
 from embedbench.measure import ACK, HANDSHAKE_EVENTS, Share, measure_share
 
-__all__ = [
-    "EXIT_CRASH",
-    "EXIT_OK",
-    "EXIT_STOPPED",
-    "EXIT_USAGE",
-    "main",
-    "wait_for_ack",
-]
+__all__ = ["EXIT_CRASH", "EXIT_OK", "EXIT_STOPPED", "EXIT_USAGE", "main", "wait_for_ack"]
 
 EXIT_OK = 0
 EXIT_CRASH = 1
