@@ -52,7 +52,13 @@ def _wrapper_carrier(
     pair = res.summary
     floor = [[s[0] for s in r.samples_us] for r in res.timer_floor]
     resolution = stats.median_of_block_medians(floor)
-    out = evaluate(pair.host_us, pair.reduction_ci95_pct, delay, resolution_us=resolution)
+    out = evaluate(
+        pair.host_us,
+        pair.reduction_ci95_pct,
+        delay,
+        resolution_us=resolution,
+        reduction_pct=pair.reduction_pct,
+    )
     out.update(
         {
             "host_us": pair.host_us,

@@ -7,6 +7,7 @@ it, must fail on each and name the check that caught it.
 
 import dataclasses
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -131,12 +132,20 @@ def test_the_inverted_test_rejects_a_shift_far_outside():
 def test_the_selftest_passes_on_the_real_harness():
     # Load from outside this test (other processes, the host's own speed changing within
     # seconds) can move one run's truth or its reading; three attempts are allowed (on a
-    # noisy 2-core guest one attempt in four failed), the harness must pass one of them.
+    # noisy 2-core guest one attempt in four failed), the harness must pass one of them,
+    # or be inconclusive: real work timed at 10, 20 and 40 blocks with an interval each
+    # time wider than ±15 % that holds the truth (a CI run on a noisy host: recovered
+    # +36 %, interval [45, 109] µs around a truth of 48 µs). No check may fail.
     for seed in range(3):
         result = _run(seed)
         if result.passed:
             break
-    assert result.passed, "\n".join(result.lines())
+    assert result.passed or result.inconclusive, "\n".join(result.lines())
+    if result.inconclusive:
+        warnings.warn("\n".join(result.lines()), stacklevel=1)
+        real = result.check("real work")
+        assert real.inconclusive and real.numbers["undecided_blocks"] == [10, 20]
+        return
     names = [c.name for c in result.checks]
     assert names == [
         "arithmetic",
@@ -178,7 +187,11 @@ def test_a_biased_block_order_is_caught(monkeypatch):
     )
     result = _run()
     assert "schedule and labels" in _failed(result)
-    assert "baseline ran first in 10 of 10 blocks" in result.check("schedule and labels").detail
+    # Real work may have been timed again with more blocks (a noisy host): all of them.
+    blocks = result.design["real_work_blocks"]
+    assert f"baseline ran first in {blocks} of {blocks} blocks" in (
+        result.check("schedule and labels").detail
+    )
 
 
 def test_the_wrong_metric_column_is_caught(monkeypatch):
@@ -216,3 +229,77 @@ def test_an_interval_past_a_full_reduction_fails_the_check_instead_of_crashing(m
     monkeypatch.setattr(stats, "hodges_lehmann_interval", past_full)
     result = selftest.run_selftest(50.0, seed=0, **RUN_DESIGN)
     assert "interval size" in _failed(result)
+
+
+def _noisy_real_work(monkeypatch, noisy_designs: int) -> list[int]:
+    """Make the real-work pair's first ``noisy_designs`` designs noisy: each block's
+    baseline shifted by up to half its time, up in four blocks of five and down in the fifth, so
+    the median of block medians is off while the interval, wide, still holds the truth.
+    Returns the block counts the real-work pair was timed with."""
+    real = runner.measure_pair
+    designs: list[int] = []
+
+    def noisy(variants, **kwargs):
+        records = real(variants, **kwargs)
+        if variants["baseline"].__qualname__ != "CallLog.carrier.<locals>.call":
+            return records  # the spin and sleep pairs stay as they are
+        designs.append(kwargs["blocks"])
+        if len(designs) > noisy_designs:
+            return records
+        for record in records:
+            if record.variant == "baseline":
+                # Four blocks in five: the Hodges-Lehmann estimate sits among them at
+                # every block count, and the interval reaches into the up-down pairs.
+                up = record.block % 5 != 0
+                factor = 1.25 if up else 0.5
+                record.samples_us = [[s[0] * factor, *s[1:]] for s in record.samples_us]
+        return records
+
+    monkeypatch.setattr(runner, "measure_pair", noisy)
+    return designs
+
+
+def test_a_real_work_check_too_noisy_to_decide_is_timed_again_with_more_blocks(monkeypatch):
+    # Off by more than ±15 %, inside a wide interval: neither harness nor host is shown
+    # wrong at 10 blocks, so the pair is timed again with 20, untouched, which decides
+    # (or, on a host whose own noise is that wide, is timed once more with 40).
+    designs = _noisy_real_work(monkeypatch, noisy_designs=1)
+    result = _run()
+    assert designs[:2] == [10, 20]
+    check = result.check("real work")
+    assert check.numbers["undecided_blocks"] == designs[:-1]
+    assert check.passed or check.inconclusive, check.detail
+    assert f"{designs[-1]} blocks, after {len(designs) - 1} undecided design" in check.detail
+    assert result.design["real_work_blocks"] == designs[-1]
+    # The schedule check reads the design that decided.
+    half = designs[-1] // 2
+    assert f"baseline ran first in {half} of {designs[-1]} blocks" in (
+        result.check("schedule and labels").detail
+    )
+
+
+def test_a_real_work_check_never_decided_is_inconclusive_not_failed(monkeypatch):
+    designs = _noisy_real_work(monkeypatch, noisy_designs=selftest.REAL_WORK_ROUNDS)
+    result = _run()
+    assert designs == [10, 20, 40]
+    check = result.check("real work")
+    assert check.inconclusive and not check.passed
+    assert check.numbers["inside_interval"] and not check.numbers["within_tolerance"]
+    assert "undecided: the interval is wider than" in check.detail
+    assert check.line().startswith("  ??   real work:")
+    assert not result.passed and result.inconclusive and result.failed == ()
+    assert result.lines()[0].startswith("self-test INCONCLUSIVE: real work (")
+    assert result.to_json()["inconclusive"] is True
+
+
+def test_evaluate_calls_a_miss_inside_a_wide_interval_undecided_not_a_narrow_one():
+    host = {"baseline": 600.0, "fixed": 530.0}  # recovered 70 µs against a truth of 50
+    wide = selftest.evaluate(host, (5.0, 20.0), 50.0)  # [30, 120] µs: half-width 45
+    assert not wide["passed"] and wide["inside_interval"] and wide["undecided"]
+    narrow = selftest.evaluate(host, (8.0, 12.0), 50.0)  # [48, 72] µs: half-width 12 > 7.5
+    assert narrow["inside_interval"] and narrow["undecided"]
+    tighter = selftest.evaluate(host, (8.2, 9.3), 50.0)  # [49.2, 55.8] µs: half-width 3.3
+    assert tighter["inside_interval"] and not tighter["within_tolerance"]
+    assert not tighter["undecided"]  # off by more than the interval allows: a failure
+    missed = selftest.evaluate(host, (10.0, 25.0), 50.0)  # [60, 150] µs misses 50
+    assert not missed["inside_interval"] and not missed["undecided"]
