@@ -24,7 +24,13 @@ runs, kept between runs by ``hostref``), the run's own memory level (``memory_le
 the canary over the pace, a compute-only read that moves with the core's speed and not
 with the memory system) must not be well above it (``REFERENCE_LEVEL_LIMIT``).
 
-The verdict is ``stable`` or ``noisy``. It is decided from the canary's effect alone:
+The calls themselves carry one more effect: the time the measuring thread was off the
+CPU inside its own timed calls, above each block's typical (``preemption``). A worker
+that lost more than ``PREEMPTED_LIMIT`` of its timed time that way shared its core with
+something the ``/proc/stat`` guard let through (bursts on the measuring core, a
+hypervisor taking the vCPU).
+
+The verdict is ``stable`` or ``noisy``. It is decided from these effects alone:
 busy other cores (from ``/proc/stat``) are recorded beside it as the likely cause, never
 as the reason, because on a many-core GPU box busy unrelated cores are normal. The
 thresholds sit above the largest value quiet runs showed, with a margin; the
@@ -39,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from embedbench.harness.preemption import PREEMPTED_LIMIT, preempted_shares
+
 __all__ = [
     "MIN_READS",
     "NEIGHBOUR_BUSY_STEP",
@@ -47,6 +55,7 @@ __all__ = [
     "NEIGHBOUR_MIN_READS",
     "NEIGHBOUR_P_LIMIT",
     "NOISY",
+    "PREEMPTED_LIMIT",
     "PROBE_LEVEL_LIMIT",
     "PROBE_SPREAD_LIMIT",
     "REFERENCE_IDLE_FLOOR",
@@ -258,6 +267,9 @@ class HostStability:
     neighbour: dict[str, Any] | None = None
     memory_level: float | None = None
     host_reference: dict[str, Any] | None = None
+    # Each worker's preempted share of its timed calls (``preemption``), by worker index
+    # as a string; empty where no CPU call was judged (a device run, an older run).
+    preempted: dict[str, float] = field(default_factory=dict)
 
     @property
     def noisy(self) -> bool:
@@ -502,6 +514,24 @@ def _reference_reading(
     )
 
 
+def _preempted_reason(shares: Mapping[int, float], limit: float) -> str | None:
+    """One sentence naming the workers that lost more than ``limit`` of their timed
+    calls' time off the CPU, or None."""
+    over = {w: share for w, share in shares.items() if share > limit}
+    if not over:
+        return None
+    worst = max(over, key=over.__getitem__)
+    who = (
+        f"worker {worst}"
+        if len(over) == 1
+        else f"{len(over)} of {len(shares)} workers (worker {worst} most)"
+    )
+    return (
+        f"{who} lost up to {100 * over[worst]:.0f} % of the timed calls' time off the CPU: "
+        f"preempted on the measuring core (limit {100 * limit:.0f} %)"
+    )
+
+
 def _thresholds() -> dict[str, float]:
     return {
         "probes_waited": WAITED_PROBES_LIMIT,
@@ -512,6 +542,7 @@ def _thresholds() -> dict[str, float]:
         "neighbour_effect": NEIGHBOUR_EFFECT_LIMIT,
         "neighbour_p": NEIGHBOUR_P_LIMIT,
         "reference_level": REFERENCE_LEVEL_LIMIT,
+        "preempted": PREEMPTED_LIMIT,
     }
 
 
@@ -533,6 +564,7 @@ def assess_host(
     records of the original script) the verdict is stable only if nothing else says
     otherwise, and ``canary_reads`` is 0 so a reader can tell it was not observed.
     """
+    records = list(records)
     groups = canary_reads(records)
     workers = _workers(groups)
     reasons = [
@@ -548,6 +580,10 @@ def assess_host(
             f"{100 * between:.0f} % above the fastest's, the median over cases (most at "
             f"{worst}; limit {100 * level_limit:.0f} %)"
         )
+    preempted = preempted_shares(records)
+    lost = _preempted_reason(preempted, PREEMPTED_LIMIT)
+    if lost:
+        reasons.append(lost)
     neighbour = neighbour_contrast(records)
     seen = _neighbour_reason(neighbour, NEIGHBOUR_EFFECT_LIMIT, NEIGHBOUR_P_LIMIT)
     if seen:
@@ -584,6 +620,7 @@ def assess_host(
         neighbour=None if neighbour is None else neighbour.to_json(),
         memory_level=level,
         host_reference=host_reference,
+        preempted={str(w): share for w, share in preempted.items()},
     )
 
 
