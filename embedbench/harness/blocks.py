@@ -15,17 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from embedbench.cases import VARIANTS
+from embedbench.harness.records import field_of
 from embedbench.harness.timing import METRIC_ORDER
 
 __all__ = ["HOST", "BlockTable", "block_table"]
 
 HOST = METRIC_ORDER[0]
-
-
-def _field(record: Any, name: str, default: Any = None) -> Any:
-    if isinstance(record, Mapping):
-        return record.get(name, default)
-    return getattr(record, name, default)
 
 
 @dataclass(frozen=True)
@@ -55,7 +50,8 @@ def block_table(records: Iterable[Any]) -> BlockTable:
     """The table of one case's records; every block needs one record of each variant."""
     by_block: dict[int, dict[str, Any]] = {}
     for record in records:
-        by_block.setdefault(int(_field(record, "block")), {})[_field(record, "variant")] = record
+        block = int(field_of(record, "block"))
+        by_block.setdefault(block, {})[field_of(record, "variant")] = record
     blocks = sorted(by_block)
     missing = [b for b in blocks if set(by_block[b]) != set(VARIANTS)]
     if not blocks or missing:
@@ -65,7 +61,7 @@ def block_table(records: Iterable[Any]) -> BlockTable:
     pairs = [by_block[b] for b in blocks]
     samples = {
         (variant, name): tuple(
-            tuple(float(s[column]) for s in _field(pair[variant], "samples_us")) for pair in pairs
+            tuple(float(s[column]) for s in field_of(pair[variant], "samples_us")) for pair in pairs
         )
         for variant in VARIANTS
         for column, name in enumerate(METRIC_ORDER)
@@ -73,24 +69,24 @@ def block_table(records: Iterable[Any]) -> BlockTable:
     faults: dict[str, tuple[float, ...]] = {}
     for variant in VARIANTS:
         recorded = [
-            _field(p[variant], "minor_faults") / _field(p[variant], "iterations")
+            field_of(p[variant], "minor_faults") / field_of(p[variant], "iterations")
             for p in pairs
-            if _field(p[variant], "minor_faults") is not None
+            if field_of(p[variant], "minor_faults") is not None
         ]
         faults[variant] = tuple(float(x) for x in recorded)
     return BlockTable(
         blocks=tuple(blocks),
         first=tuple(
-            _field(min(p.values(), key=lambda r: int(_field(r, "position", 0))), "variant")
+            field_of(min(p.values(), key=lambda r: int(field_of(r, "position", 0))), "variant")
             for p in pairs
         ),
-        workers=tuple(int(_field(p[VARIANTS[0]], "worker", 0) or 0) for p in pairs),
+        workers=tuple(int(field_of(p[VARIANTS[0]], "worker", 0) or 0) for p in pairs),
         mhz=tuple(
-            tuple(_field(r, key) for r in p.values() for key in ("cpu_mhz_start", "cpu_mhz_end"))
+            tuple(field_of(r, key) for r in p.values() for key in ("cpu_mhz_start", "cpu_mhz_end"))
             for p in pairs
         ),
         samples=samples,
         faults_per_call=faults,
-        iterations=len(_field(pairs[0][VARIANTS[0]], "samples_us")),
+        iterations=len(field_of(pairs[0][VARIANTS[0]], "samples_us")),
         metric_order=METRIC_ORDER,
     )

@@ -18,17 +18,21 @@ device, which the calling thread may spend asleep or spinning, call by call.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from embedbench.harness.records import field_of
+
 __all__ = ["PREEMPTED_LIMIT", "WAITING_BY_DESIGN", "WAIT_FLOOR_US", "preempted_shares"]
 
 # A worker that lost more than this share of its timed calls' host time to preemption is
-# noisy. Quiet runs here lost at most 2.8 % (a worker of 10 blocks of 10 calls of 5 µs,
-# where clock jitter weighs most); CPU bursts on the measuring core (50 ms on, 100 ms
-# off) took 29-77 % from each worker they hit (docs/PERFORMANCE.md, "CPU bursts").
+# noisy. Quiet runs here lost at most 0.5 % at the default design and 2.8 % in a small one
+# (10 blocks of 10 calls of 5 µs, where clock jitter weighs most); CPU bursts on the
+# measuring core (50 ms on, 100 ms off) took 15-20 % from every worker of a default run
+# and 29-77 % from the workers they hit in a small one (docs/PERFORMANCE.md, "CPU bursts
+# seen in the calls").
 PREEMPTED_LIMIT = 0.10
 # A block whose median call spends more than this share of its host time off the CPU,
 # and more than WAIT_FLOOR_US, waits by design; its calls are not judged. The floor keeps
@@ -37,12 +41,6 @@ PREEMPTED_LIMIT = 0.10
 # I/O wait is tens of µs or more.
 WAITING_BY_DESIGN = 0.5
 WAIT_FLOOR_US = 5.0
-
-
-def _field(record: Any, name: str) -> Any:
-    if isinstance(record, Mapping):
-        return record.get(name)
-    return getattr(record, name, None)
 
 
 def _block_lost(samples: Any) -> tuple[float, float] | None:
@@ -67,12 +65,12 @@ def preempted_shares(records: Iterable[Any]) -> dict[int, float]:
     records of one process); workers with no judged CPU block are absent."""
     totals: dict[int, list[float]] = {}
     for record in records:
-        if _field(record, "device") not in (None, "cpu"):
+        if field_of(record, "device") not in (None, "cpu"):
             continue
-        lost = _block_lost(_field(record, "samples_us"))
+        lost = _block_lost(field_of(record, "samples_us"))
         if lost is None:
             continue
-        total = totals.setdefault(int(_field(record, "worker") or 0), [0.0, 0.0])
+        total = totals.setdefault(int(field_of(record, "worker") or 0), [0.0, 0.0])
         total[0] += lost[0]
         total[1] += lost[1]
     return {w: preempted / host for w, (host, preempted) in sorted(totals.items()) if host > 0}

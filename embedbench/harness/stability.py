@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from embedbench.harness.preemption import PREEMPTED_LIMIT, preempted_shares
+from embedbench.harness.records import field_of
 
 __all__ = [
     "MIN_READS",
@@ -281,12 +282,6 @@ class HostStability:
         return asdict(self)
 
 
-def _field(record: Any, name: str) -> Any:
-    if isinstance(record, Mapping):
-        return record.get(name)
-    return getattr(record, name, None)
-
-
 Group = tuple[int, str, int, str]
 
 
@@ -295,13 +290,13 @@ def canary_reads(records: Iterable[Any]) -> dict[Group, list[float]]:
     reads: dict[Group, list[float]] = {}
     for record in records:
         group = (
-            int(_field(record, "worker") or 0),
-            str(_field(record, "case")),
-            int(_field(record, "tokens") or 0),
-            str(_field(record, "scope")),
+            int(field_of(record, "worker") or 0),
+            str(field_of(record, "case")),
+            int(field_of(record, "tokens") or 0),
+            str(field_of(record, "scope")),
         )
         for key in ("canary_us_start", "canary_us_end"):
-            value = _field(record, key)
+            value = field_of(record, key)
             if value is not None:
                 reads.setdefault(group, []).append(float(value))
     return reads
@@ -385,16 +380,16 @@ def neighbour_contrast(
     None when no record carries both readings."""
     reads: list[tuple[int, tuple[str, int, str, str], float, float]] = []
     for record in records:
-        canary, busy = _field(record, "canary_us_end"), _field(record, "other_cores_busy")
+        canary, busy = field_of(record, "canary_us_end"), field_of(record, "other_cores_busy")
         if canary is None or busy is None:
             continue
         group = (
-            str(_field(record, "case")),
-            int(_field(record, "tokens") or 0),
-            str(_field(record, "scope")),
-            str(_field(record, "variant")),
+            str(field_of(record, "case")),
+            int(field_of(record, "tokens") or 0),
+            str(field_of(record, "scope")),
+            str(field_of(record, "variant")),
         )
-        reads.append((int(_field(record, "worker") or 0), group, float(canary), float(busy)))
+        reads.append((int(field_of(record, "worker") or 0), group, float(canary), float(busy)))
     if not reads:
         return None
     # Each read over its group's median (what the block half did), then over its worker's
