@@ -7,8 +7,11 @@ that time-shares the measuring core (bursts too short and sparse for the ``/proc
 guard), a hypervisor that takes the vCPU away, or a fault that blocks, takes the core for
 whole scheduler slices in a few calls instead. What a worker lost that way is its
 **preempted share**: the off-CPU time above each block's median per call, summed over
-the worker's timed calls, over their host time. Subtracting each block's median keeps
-off-CPU time that every call spends by design (a sleep, an I/O wait) out of the share.
+the worker's timed calls but for its worst block, over their host time. Subtracting each
+block's median keeps off-CPU time that every call spends by design (a sleep, an I/O wait)
+out of the share; leaving out the worst block keeps one event (a kernel thread's one
+slice, in a worker whose calls add up to a few ms) from making the share alone, where a
+neighbour that shares the core comes back block after block.
 
 A block whose median call is mostly off the CPU, by more than a clock read's worth
 (``WAITING_BY_DESIGN``, ``WAIT_FLOOR_US``), is left out, and so is any device other than
@@ -28,10 +31,10 @@ from embedbench.harness.records import field_of
 __all__ = ["PREEMPTED_LIMIT", "WAITING_BY_DESIGN", "WAIT_FLOOR_US", "preempted_shares"]
 
 # A worker that lost more than this share of its timed calls' host time to preemption is
-# noisy. Quiet runs here lost at most 0.5 % at the default design and 2.8 % in a small one
+# noisy. Quiet runs here lost at most 0.3 % at the default design and 1.4 % in a small one
 # (10 blocks of 10 calls of 5 µs, where clock jitter weighs most); CPU bursts on the
-# measuring core (50 ms on, 100 ms off) took 15-20 % from every worker of a default run
-# and 29-77 % from the workers they hit in a small one (docs/PERFORMANCE.md, "CPU bursts
+# measuring core (50 ms on, 100 ms off) took 13-18 % from every worker of a default run
+# and 28-48 % from the workers they hit in a small one (docs/PERFORMANCE.md, "CPU bursts
 # seen in the calls").
 PREEMPTED_LIMIT = 0.10
 # A block whose median call spends more than this share of its host time off the CPU,
@@ -63,14 +66,17 @@ def _block_lost(samples: Any) -> tuple[float, float] | None:
 def preempted_shares(records: Iterable[Any]) -> dict[int, float]:
     """Each worker's preempted share (see the module docstring), by worker index (0 for
     records of one process); workers with no judged CPU block are absent."""
-    totals: dict[int, list[float]] = {}
+    blocks: dict[int, list[tuple[float, float]]] = {}
     for record in records:
         if field_of(record, "device") not in (None, "cpu"):
             continue
         lost = _block_lost(field_of(record, "samples_us"))
-        if lost is None:
-            continue
-        total = totals.setdefault(int(field_of(record, "worker") or 0), [0.0, 0.0])
-        total[0] += lost[0]
-        total[1] += lost[1]
-    return {w: preempted / host for w, (host, preempted) in sorted(totals.items()) if host > 0}
+        if lost is not None:
+            blocks.setdefault(int(field_of(record, "worker") or 0), []).append(lost)
+    shares = {}
+    for worker, losses in sorted(blocks.items()):
+        host = sum(h for h, _ in losses)
+        preempted = sum(p for _, p in losses) - max(p for _, p in losses)
+        if host > 0:
+            shares[worker] = preempted / host
+    return shares
