@@ -76,7 +76,7 @@ def evaluate(
     *,
     resolution_us: float = 0.0,
     tolerance: float = TOLERANCE,
-    reduction_pct: float | None = None,
+    reduction_pct: float,
 ) -> dict[str, Any]:
     """Recovered against injected difference: error and whether the interval holds it.
 
@@ -90,17 +90,13 @@ def evaluate(
 
     ``reduction_pct`` is the harness's headline (the estimate its interval belongs to),
     converted to µs of the measured baseline as the interval is, so the recovered
-    difference lies inside the interval; unset, it is the PR's statistic from
-    ``host_us`` (baseline − fixed), which under noise can fall outside it.
+    difference lies inside the interval (the PR's ``baseline − fixed`` of ``host_us``
+    can fall outside it under noise).
     """
     if resolution_us < 0:
         raise ValueError(f"resolution_us must be non-negative, got {resolution_us}")
     baseline = host_us["baseline"]
-    if reduction_pct is None:
-        recovered_us = baseline - host_us["fixed"]
-        recovered_pct = stats.reduction_pct(baseline, host_us["fixed"])
-    else:
-        recovered_us, recovered_pct = baseline * reduction_pct / 100.0, reduction_pct
+    recovered_us = baseline * reduction_pct / 100.0
     low, high = reduction_ci95_pct
     ci_us = (baseline * low / 100.0, baseline * high / 100.0)
     inside_raw = ci_us[0] <= delay_us <= ci_us[1]
@@ -113,7 +109,7 @@ def evaluate(
         "injected_us": float(delay_us),
         "injected_pct": 100.0 * delay_us / baseline,
         "recovered_us": recovered_us,
-        "recovered_pct": recovered_pct,
+        "recovered_pct": reduction_pct,
         "ci95_us": ci_us,
         "resolution_us": float(resolution_us),
         "inside_raw_interval": inside_raw,
@@ -224,6 +220,11 @@ def _us(value: float) -> str:
     return f"{value:.2f} µs"
 
 
+def _block_count(pair: Any) -> int:
+    """How many blocks a pair's records hold (its design, read off what it timed)."""
+    return len({r.block for r in pair.records})
+
+
 def _recovery_check(
     name: str,
     pair: Any,
@@ -252,9 +253,8 @@ def _recovery_check(
         f"{'holds' if judged['inside_interval'] else 'misses'} the truth"
     )
     if tried:
-        blocks = len({r.block for r in pair.records})
         detail += (
-            f"; {blocks} blocks, after {len(tried)} undecided design"
+            f"; {_block_count(pair)} blocks, after {len(tried)} undecided design"
             f"{'s' if len(tried) > 1 else ''} ({', '.join(map(str, tried))} blocks)"
         )
     if judged["undecided"]:
@@ -416,7 +416,7 @@ def run_selftest(
         real = _recovery_check("real work", work, truth, widen, tolerance, tried=tuple(tried))
         if not real.inconclusive or round_ == REAL_WORK_ROUNDS - 1:
             break
-        tried.append(blocks * 2**round_)
+        tried.append(_block_count(work))
     checks.append(real)
     checks.append(_schedule_check(log, work, warmup, iterations))
     checks.append(_interval_check(work))
@@ -450,7 +450,7 @@ def run_selftest(
             "base_us": base_us,
             "tolerance": tolerance,
             "cpu_core": core,
-            "real_work_blocks": len({r.block for r in work.records}),
+            "real_work_blocks": _block_count(work),
             "timer_resolution_us": resolution,
         },
         stability.assess_host(records),

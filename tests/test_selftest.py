@@ -23,6 +23,12 @@ def _run(seed: int = 0) -> selftest.SelfTestResult:
     return selftest.run_selftest(50.0, seed=seed, **RUN_DESIGN)
 
 
+def _evaluate(host: dict[str, float], *args, **kwargs) -> dict:
+    """``selftest.evaluate`` with the headline taken as the PR's statistic of ``host``."""
+    reduction = stats.reduction_pct(host["baseline"], host["fixed"])
+    return selftest.evaluate(host, *args, reduction_pct=reduction, **kwargs)
+
+
 def test_spin_waits_at_least_its_duration():
     import time
 
@@ -33,7 +39,7 @@ def test_spin_waits_at_least_its_duration():
 
 def test_evaluate_passes_a_recovered_difference_inside_the_interval():
     # Baseline 550 µs, fixed 500 µs: 50 µs = 9.09 % of the baseline.
-    judged = selftest.evaluate({"baseline": 550.0, "fixed": 500.0}, (8.0, 10.0), 50.0)
+    judged = _evaluate({"baseline": 550.0, "fixed": 500.0}, (8.0, 10.0), 50.0)
     assert judged["injected_pct"] == pytest.approx(100 * 50 / 550)
     assert judged["recovered_us"] == pytest.approx(50.0)
     assert judged["ci95_us"] == pytest.approx((44.0, 55.0))
@@ -42,26 +48,22 @@ def test_evaluate_passes_a_recovered_difference_inside_the_interval():
 
 def test_evaluate_fails_an_interval_that_misses_or_an_estimate_that_is_off():
     host = {"baseline": 550.0, "fixed": 500.0}
-    missed = selftest.evaluate(host, (9.2, 9.4), 50.0)
+    missed = _evaluate(host, (9.2, 9.4), 50.0)
     assert not missed["inside_interval"] and not missed["passed"]
     # The timer resolution widens the interval: 9.2 % of 550 = 50.6 µs, minus 1 µs.
-    assert selftest.evaluate(host, (9.2, 9.4), 50.0, resolution_us=1.0)["passed"]
-    off = selftest.evaluate({"baseline": 560.0, "fixed": 500.0}, (0.0, 20.0), 50.0)
+    assert _evaluate(host, (9.2, 9.4), 50.0, resolution_us=1.0)["passed"]
+    off = _evaluate({"baseline": 560.0, "fixed": 500.0}, (0.0, 20.0), 50.0)
     assert off["inside_interval"] and off["error_pct"] == pytest.approx(20.0)
     assert not off["within_tolerance"] and not off["passed"]
     # A truth known only to ±3 µs allows 7.5 + 3 µs of error: 10 µs is inside, and the
     # interval is widened by the same 3 µs; ±2 µs allows 9.5 µs and 10 µs is outside.
     assert off["allowed_error_us"] == pytest.approx(7.5)
-    loose = selftest.evaluate(
-        {"baseline": 560.0, "fixed": 500.0}, (0.0, 20.0), 50.0, resolution_us=3.0
-    )
+    loose = _evaluate({"baseline": 560.0, "fixed": 500.0}, (0.0, 20.0), 50.0, resolution_us=3.0)
     assert loose["allowed_error_us"] == pytest.approx(10.5) and loose["passed"]
-    tight = selftest.evaluate(
-        {"baseline": 560.0, "fixed": 500.0}, (0.0, 20.0), 50.0, resolution_us=2.0
-    )
+    tight = _evaluate({"baseline": 560.0, "fixed": 500.0}, (0.0, 20.0), 50.0, resolution_us=2.0)
     assert not tight["within_tolerance"] and not tight["passed"]
     with pytest.raises(ValueError):
-        selftest.evaluate(host, (8.0, 10.0), 50.0, resolution_us=-1.0)
+        _evaluate(host, (8.0, 10.0), 50.0, resolution_us=-1.0)
 
 
 def test_the_call_log_reads_block_orders_and_refuses_a_mixed_run():
@@ -294,12 +296,12 @@ def test_a_real_work_check_never_decided_is_inconclusive_not_failed(monkeypatch)
 
 def test_evaluate_calls_a_miss_inside_a_wide_interval_undecided_not_a_narrow_one():
     host = {"baseline": 600.0, "fixed": 530.0}  # recovered 70 µs against a truth of 50
-    wide = selftest.evaluate(host, (5.0, 20.0), 50.0)  # [30, 120] µs: half-width 45
+    wide = _evaluate(host, (5.0, 20.0), 50.0)  # [30, 120] µs: half-width 45
     assert not wide["passed"] and wide["inside_interval"] and wide["undecided"]
-    narrow = selftest.evaluate(host, (8.0, 12.0), 50.0)  # [48, 72] µs: half-width 12 > 7.5
+    narrow = _evaluate(host, (8.0, 12.0), 50.0)  # [48, 72] µs: half-width 12 > 7.5
     assert narrow["inside_interval"] and narrow["undecided"]
-    tighter = selftest.evaluate(host, (8.2, 9.3), 50.0)  # [49.2, 55.8] µs: half-width 3.3
+    tighter = _evaluate(host, (8.2, 9.3), 50.0)  # [49.2, 55.8] µs: half-width 3.3
     assert tighter["inside_interval"] and not tighter["within_tolerance"]
     assert not tighter["undecided"]  # off by more than the interval allows: a failure
-    missed = selftest.evaluate(host, (10.0, 25.0), 50.0)  # [60, 150] µs misses 50
+    missed = _evaluate(host, (10.0, 25.0), 50.0)  # [60, 150] µs misses 50
     assert not missed["inside_interval"] and not missed["undecided"]
