@@ -426,13 +426,19 @@ class HostWatch:
     readings: list[stability.ProbeReading] = field(default_factory=list)
     enabled: bool = True
 
+    def _probe(self) -> stability.ProbeReading:
+        """One probe, judged against the quietest level this worker has seen."""
+        reads, off_cpu = self.canary.timed_probe()
+        return stability.read_probe(reads, self.reference_us, off_cpu_us=off_cpu)
+
     def wait_until_quiet(self, before: str) -> stability.ProbeReading | None:
         """Probe until quiet (or the wait runs out); emit and return the last reading
         (None, and nothing emitted, when the canary is off)."""
         if not self.enabled:
             return None
         start = self.clock()
-        reading = stability.read_probe(self.canary.probe(), self.reference_us)
+        reading = self._probe()
+        first_reason = reading.reason
         attempts = 1
         if not reading.quiet and not self.allow_busy:
             self.emit(
@@ -446,7 +452,7 @@ class HostWatch:
             )
             while not reading.quiet and self.clock() - start < self.max_wait_s:
                 self.sleep(self.poll_s)
-                reading = stability.read_probe(self.canary.probe(), self.reference_us)
+                reading = self._probe()
                 attempts += 1
         waited = self.clock() - start
         reading = stability.with_pace(reading, self.canary.pace_probe())
@@ -459,6 +465,7 @@ class HostWatch:
                 "before": before,
                 "attempts": attempts,
                 "waited_s": round(waited, 3),
+                "first_reason": first_reason,
                 **reading.to_json(),
             }
         )

@@ -20,13 +20,16 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from helpers import bench_module
 
 from embedbench.harness import stability
+from embedbench.harness.canary import Canary
 from embedbench.harness.isolation import allowed_cores
 from embedbench.omni import checkpoint
 
@@ -100,6 +103,34 @@ def test_bursts_the_core_guard_lets_through_are_labelled_noisy(
     assert any("time off the CPU" in reason for reason in reading["reasons"]), reading
     assert all(any(s in reason for s in bursts_say) for reason in reading["reasons"]), reading
     assert "noisy host:" in proc.stdout  # the CLI's table says so
+
+
+def test_a_task_spinning_on_the_measuring_core_shows_in_the_probe_as_time_off_the_cpu(
+    neighbour,
+):
+    """The probe before a worker and each case reads the thread's CPU clock around its
+    reads: with another task always runnable on the same core, the two share it, and the
+    probe must say the thread was off the CPU; on the same core alone, it must not."""
+    core = allowed_cores()[0]
+    before, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    os.sched_setaffinity(0, {core})
+    torch.set_num_threads(1)  # as a worker measures: no second torch thread on the core
+    try:
+        canary = Canary(1172, llc_bytes=16 * 2**20, core=core)
+        alone = [_probe_off_cpu(canary) for _ in range(5)]
+        neighbour(core, "--spin", "--on", "1", "--off", "0")
+        time.sleep(0.5)  # the spinner is running
+        shared = [_probe_off_cpu(canary) for _ in range(5)]
+    finally:
+        torch.set_num_threads(threads)
+        os.sched_setaffinity(0, before)
+    assert np.median(alone) < stability.PROBE_OFF_CPU_LIMIT, alone
+    assert np.median(shared) > stability.PROBE_OFF_CPU_LIMIT, shared
+
+
+def _probe_off_cpu(canary) -> float:
+    reads, off_cpu = canary.timed_probe()
+    return stability.read_probe(reads, off_cpu_us=off_cpu).off_cpu
 
 
 def test_without_allow_busy_bursts_are_refused_in_one_line_or_labelled(

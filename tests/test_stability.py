@@ -182,7 +182,9 @@ def test_the_canary_gathers_a_lookups_rows_from_a_table_past_the_last_level_cach
     assert canary.source == "own buffer" and canary.device_us() is None
     assert canary._source.shape[1] == 64 and canary._source.numel() * 2 >= 32 * 2**20
     assert canary.nbytes >= MIN_READ_BYTES  # past the private caches, always
-    assert all(t > 0 for t in canary.probe(5))
+    reads, off_cpu = canary.timed_probe(5)
+    assert len(reads) == len(off_cpu) == 5 and all(t > 0 for t in reads)
+    assert all(t >= 0 for t in off_cpu)
     # A table larger than twice the cache is the source itself: no copy of it is made.
     table = torch.ones(2**15, 1024, dtype=torch.bfloat16)  # 64 MiB
     canary = Canary(1172, table=table, llc_bytes=16 * 2**20)
@@ -229,13 +231,15 @@ def test_the_canary_is_read_at_every_block_edge():
 
 
 class _ScriptedCanary:
-    """A canary whose probes return scripted copies, one list per probe."""
+    """A canary whose probes return scripted copies, one per probe: a list of reads (the
+    thread on the CPU throughout) or a pair (reads, the time off the CPU around each)."""
 
-    def __init__(self, probes: list[list[float]]) -> None:
+    def __init__(self, probes: list) -> None:
         self.probes = list(probes)
 
-    def probe(self) -> list[float]:
-        return self.probes.pop(0) if len(self.probes) > 1 else self.probes[0]
+    def timed_probe(self) -> tuple[list[float], list[float]]:
+        probe = self.probes.pop(0) if len(self.probes) > 1 else self.probes[0]
+        return probe if isinstance(probe, tuple) else (probe, [0.0] * len(probe))
 
     def pace_probe(self) -> list[float]:
         return [30.0] * 17
@@ -272,8 +276,43 @@ def test_the_wait_says_one_line_then_measures_once_the_canary_is_quiet():
     assert reading.quiet
     assert [e["event"] for e in events] == ["host_wait", "host_probe"]
     assert events[0]["before"] == "audio@1172" and "disagree" in events[0]["reason"]
-    assert events[1]["attempts"] == 3 and events[1]["waited_s"] == pytest.approx(2.0)
+    assert events[1]["attempts"] == 3
+    assert events[1]["waited_s"] == pytest.approx(2 * stability.WAIT_POLL_S)
+    assert events[1]["first_reason"] == events[0]["reason"]  # why it waited, kept
     assert watch.reference_us == reading.median_us
+
+
+def _off_cpu(share: float, n: int = 15) -> tuple[list[float], list[float]]:
+    """Quiet reads around which the thread was off the CPU for ``share`` of the time."""
+    reads = _quiet(n)
+    return reads, [r * share / (1.0 - share) for r in reads]
+
+
+def test_a_probe_whose_thread_lost_the_cpu_is_not_quiet_whatever_its_reads_say():
+    limit = stability.PROBE_OFF_CPU_LIMIT
+    reads, off = _off_cpu(limit + 0.05)
+    lost = stability.read_probe(reads, off_cpu_us=off)
+    assert not lost.quiet and lost.off_cpu == pytest.approx(limit + 0.05)
+    assert "off the CPU" in lost.reason and "shares the measuring core" in lost.reason
+    assert lost.spread < stability.PROBE_SPREAD_LIMIT  # the reads alone would pass
+    reads_kept, off_kept = _off_cpu(limit - 0.05)
+    kept = stability.read_probe(reads_kept, off_cpu_us=off_kept)
+    assert kept.quiet and kept.off_cpu == pytest.approx(limit - 0.05)
+    assert stability.read_probe(reads).off_cpu is None  # CPU time not read: not judged
+    # The first copy pays for what ran before the probe; its time off the CPU is not counted.
+    first_lost = [5000.0] + [0.0] * (len(reads) - 1)
+    assert stability.read_probe(reads, off_cpu_us=first_lost).off_cpu == 0.0
+
+
+def test_a_probe_off_the_cpu_waits_and_its_reason_is_kept_beside_the_quiet_reading():
+    watch, events, _ = _watch([_off_cpu(0.5), _quiet()])
+    reading = watch.wait_until_quiet("start")
+    assert reading.quiet and reading.off_cpu == 0.0
+    assert "off the CPU for 50 %" in events[0]["reason"]
+    assert events[1]["first_reason"] == events[0]["reason"] and events[1]["attempts"] == 2
+    quiet_at_once, events, _ = _watch([_quiet()])
+    quiet_at_once.wait_until_quiet("start")
+    assert [e["event"] for e in events] == ["host_probe"] and events[0]["first_reason"] is None
 
 
 def test_a_host_that_stays_noisy_is_refused_in_one_line():

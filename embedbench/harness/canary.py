@@ -168,9 +168,20 @@ class Canary:
         torch.cuda.synchronize(self.device)
         return (clock() - start) / 1e3
 
-    def probe(self, copies: int = PROBE_COPIES) -> list[float]:
-        """``copies`` consecutive reads, each in µs."""
-        return [self.read_us() for _ in range(copies)]
+    def timed_probe(self, copies: int = PROBE_COPIES) -> tuple[list[float], list[float]]:
+        """``copies`` consecutive reads: each one's time and how long the calling thread
+        was off the CPU around it, in µs. The wall clock encloses the thread's CPU clock
+        reads: a task switch lands at such a system call's return (measured here), so a
+        wall window inside them would never see one."""
+        wall_clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
+        reads: list[float] = []
+        off_cpu: list[float] = []
+        for _ in range(copies):
+            wall, cpu = wall_clock(), cpu_clock()
+            reads.append(self.read_us())
+            cpu, wall = cpu_clock() - cpu, wall_clock() - wall
+            off_cpu.append(max(0, wall - cpu) / 1e3)
+        return reads, off_cpu
 
     def pace_us(self) -> float:
         """One hash of ``PACE_BYTES`` held in the L1 cache, in µs: the core's own speed."""

@@ -13,6 +13,13 @@ out of the share; leaving out the worst block keeps one event (a kernel thread's
 slice, in a worker whose calls add up to a few ms) from making the share alone, where a
 neighbour that shares the core comes back block after block.
 
+The share is read inside the timing window, so it sees what the window's host latency
+took. In the PR's window (the default) the wall clock encloses the thread-clock reads;
+in ``tight`` it does not, and a task switch mostly lands at those reads' system calls
+(measured on the AMD EPYC guest, docs/PERFORMANCE.md, "Where a task switch lands"): there
+the share reads low, and the calls' latencies did not take the switch either. The probes
+before each worker and case read the thread's time off the CPU in either window.
+
 A block whose median call is mostly off the CPU, by more than a clock read's worth
 (``WAITING_BY_DESIGN``, ``WAIT_FLOOR_US``), is left out, and so is any device other than
 the CPU: there the host latency includes the wait for the

@@ -4,10 +4,12 @@ Pure functions on numbers; no I/O, no torch. Two readings, one rule each:
 
 - a **probe** (``read_probe``): a burst of consecutive canary reads before a worker's
   timer floor and before every case. Its first copy pays for whatever the work before
-  it left in the caches, so it is dropped; the rest must agree with each other
-  (``spread``: interquartile range over median) and their median must not be well above
-  the quietest probe this worker has seen (``level``). The runner waits for a quiet
-  probe, up to a bound, and refuses the run if none comes;
+  it left in the caches, so it is dropped; over the rest the measuring thread must have
+  stayed on the CPU (``off_cpu``: wall time the thread's CPU clock did not see, over the
+  wall time), the reads must agree with each other (``spread``: interquartile range over
+  median) and their median must not be well above the quietest probe this worker has
+  seen (``level``). The runner waits for a quiet probe, up to a bound, and refuses the
+  run if none comes;
 - the **run** (``assess_host``): every canary read at every block edge. A read after a
   block of lookups is about twice one after a block of empty calls (the lookups evict the
   canary's buffers), so reads are compared within their group, one group per worker,
@@ -58,6 +60,7 @@ __all__ = [
     "NOISY",
     "PREEMPTED_LIMIT",
     "PROBE_LEVEL_LIMIT",
+    "PROBE_OFF_CPU_LIMIT",
     "PROBE_SPREAD_LIMIT",
     "REFERENCE_IDLE_FLOOR",
     "REFERENCE_KEEP",
@@ -88,6 +91,7 @@ __all__ = [
     "memory_level",
     "neighbour_contrast",
     "next_reference",
+    "off_cpu_share",
     "read_probe",
     "reference_from",
     "spread",
@@ -102,6 +106,13 @@ NOISY = "noisy"
 # A probe's reads after the first: (q75 − q25) / median above this is not quiet (quiet
 # probes: 0.19 at their 90th percentile, 0.34 at most; under CPU bursts: 1.4 at p90).
 PROBE_SPREAD_LIMIT = 0.45
+# A probe's reads after the first: the share of their time that the measuring thread
+# spent off the CPU, above this is not quiet: another task shares the measuring core.
+# On the AMD EPYC guest, 17-read probes with a busy gap between them: quiet, at most 1.5
+# and 3.8 % in two sets of 400; under CPU bursts on the core (50 ms in every 150), 135 of
+# 400 above 20 %, at up to 59 % (a probe that a burst hits loses about half); under a
+# memory hog on the other core, 1 of 400 above 20 % (21.8 %).
+PROBE_OFF_CPU_LIMIT = 0.20
 # A probe's median over the quietest probe median of this worker, minus 1 (quiet probes:
 # 0.36 at their 90th percentile, 0.90 at most, 2 of 245 above 0.6).
 PROBE_LEVEL_LIMIT = 0.60
@@ -145,8 +156,12 @@ REFERENCE_IDLE_FLOOR = 0.5
 # it from the other rules' reasons by it).
 REFERENCE_REASON_START = "the canary, over the core's own pace,"
 # How long the runner waits for a quiet probe before it refuses, and how often it looks.
+# Most waits of quiet runs ended at the first look again (7 of 11 in 23 quiet default runs
+# on the AMD EPYC guest, polling every second): a transient, over well within a second. A
+# probe takes about 10 ms, so looking every quarter second costs the host little and the
+# run a quarter of what a one-second poll did.
 WAIT_MAX_S = 30.0
-WAIT_POLL_S = 1.0
+WAIT_POLL_S = 0.25
 # Fewer reads than this in a worker say nothing about its spread.
 MIN_READS = 5
 
@@ -173,7 +188,8 @@ def iqr_spread(values: Sequence[float]) -> float:
 class ProbeReading:
     """One probe: its copies' median (the first copy left out), spread, level over the
     reference, and the rule's answer (``reason`` says why it is not quiet); ``pace_us``,
-    the median of the pace reads taken right after it (``memory_level``)."""
+    the median of the pace reads taken right after it (``memory_level``); ``off_cpu``,
+    the share of its copies' time the thread was off the CPU (None when not read)."""
 
     median_us: float
     spread: float
@@ -183,6 +199,7 @@ class ProbeReading:
     reason: str | None = None
     samples_us: tuple[float, ...] = ()
     pace_us: float | None = None
+    off_cpu: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -195,21 +212,38 @@ def _after_first(samples: Sequence[float]) -> list[float]:
     return list(samples[1:]) if len(samples) > 2 else list(samples)
 
 
+def off_cpu_share(samples_us: Sequence[float], off_cpu_us: Sequence[float]) -> float:
+    """The share of the probe's time (its reads but the first, and the time off the CPU
+    around them, ``off_cpu_us``, one per read) that the thread spent off the CPU."""
+    wall, lost = float(sum(_after_first(samples_us))), float(sum(_after_first(off_cpu_us)))
+    return lost / (wall + lost) if wall + lost > 0 else 0.0
+
+
 def read_probe(
     samples_us: Sequence[float],
     reference_us: float | None = None,
     *,
+    off_cpu_us: Sequence[float] | None = None,
     spread_limit: float = PROBE_SPREAD_LIMIT,
     level_limit: float = PROBE_LEVEL_LIMIT,
+    off_cpu_limit: float = PROBE_OFF_CPU_LIMIT,
 ) -> ProbeReading:
-    """Judge one probe's copies (all but the first) against each other and against
-    ``reference_us`` (the quietest probe median seen so far; None for the first probe)."""
+    """Judge one probe's copies (all but the first): the thread's time off the CPU around
+    them (``off_cpu_us``, one per copy, where read), their
+    agreement, and their level against ``reference_us`` (the quietest probe median seen
+    so far; None for the first probe)."""
     kept = _after_first(samples_us)
     median = float(np.median(np.asarray(kept, dtype=float)))
     dispersion = iqr_spread(kept)
     level = None if not reference_us else median / reference_us - 1.0
+    off_cpu = None if off_cpu_us is None else off_cpu_share(samples_us, off_cpu_us)
     reason = None
-    if dispersion > spread_limit:
+    if off_cpu is not None and off_cpu > off_cpu_limit:
+        reason = (
+            f"the measuring thread was off the CPU for {100 * off_cpu:.0f} % of the probe "
+            f"(limit {100 * off_cpu_limit:.0f} %): another task shares the measuring core"
+        )
+    elif dispersion > spread_limit:
         reason = (
             f"canary reads disagree: spread {100 * dispersion:.0f} % "
             f"(limit {100 * spread_limit:.0f} %)"
@@ -220,7 +254,14 @@ def read_probe(
             f"({median:.0f} against {reference_us:.0f} µs; limit {100 * level_limit:.0f} %)"
         )
     return ProbeReading(
-        median, dispersion, level, reference_us, reason is None, reason, tuple(samples_us)
+        median,
+        dispersion,
+        level,
+        reference_us,
+        reason is None,
+        reason,
+        tuple(samples_us),
+        off_cpu=off_cpu,
     )
 
 
@@ -532,6 +573,7 @@ def _thresholds() -> dict[str, float]:
         "probes_waited": WAITED_PROBES_LIMIT,
         "probe_spread": PROBE_SPREAD_LIMIT,
         "probe_level": PROBE_LEVEL_LIMIT,
+        "probe_off_cpu": PROBE_OFF_CPU_LIMIT,
         "run_spread": RUN_SPREAD_LIMIT,
         "run_between_workers": RUN_LEVEL_LIMIT,
         "neighbour_effect": NEIGHBOUR_EFFECT_LIMIT,
