@@ -17,7 +17,8 @@ a quiet run next to it. Per condition:
   case), and Text verdicts other than "no detectable difference" (target 0: Text does one
   lookup in both forms);
 - the canary's cost: its copies (at every block edge and in the probes) as a share of
-  each run's wall time (target ≤ 2 %).
+  each run's wall time (target ≤ 2 %), and beside it the time its probes spent waiting
+  for a quiet host.
 
 Then, on the same machine in the same period, embedbench and pyperf side by side on pairs
 whose answer is known (``benchmarks/side_by_side.py``: BLAKE2b 21 against 20 hashes, an
@@ -168,6 +169,7 @@ def kept_run(out: Path, condition: str, wall: float | None = None) -> dict[str, 
         "reasons": host.get("reasons", []),
         "wall_s": seconds,
         "canary_s": canary_seconds(meta, records),
+        "waited_s": sum(p.get("waited_s") or 0.0 for p in meta["host_probes"]),
         "summary": json.loads((out / "summary.json").read_text()),
         "workers": host.get("workers", []),
         "between_workers": host.get("between_workers"),
@@ -301,6 +303,7 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
                 r["outcome"],
                 r["wall_s"],
                 "–" if not r.get("canary_s") else f"{100 * r['canary_s'] / r['wall_s']:.2f} %",
+                "–" if r.get("waited_s") is None else f"{r['waited_s']:.1f}",
                 spreads or "–",
                 "–" if between is None else f"{100 * between:.1f}",
                 _contrast(r.get("neighbour")),
@@ -314,13 +317,14 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
         "host",
         "wall (s)",
         "canary cost",
+        "probes waited (s)",
         "worker canary spread (%)",
         "between workers (%)",
         "canary busy ÷ idle − 1 (halves)",
         "memory level over reference (runs)",
         "first reason",
     ]
-    return C.markdown_table(headers, rows, align="rllrrlrlll")
+    return C.markdown_table(headers, rows, align="rllrrrlrlll")
 
 
 def _over_reference(reference: dict[str, Any] | None) -> str:
@@ -410,6 +414,7 @@ def main() -> None:
     stable, missed, n_stable = stable_table(runs)
     costs = [r["canary_s"] / r["wall_s"] for r in runs if r.get("canary_s")]
     cost = max(costs) if costs else float("nan")
+    waits = [r["waited_s"] for r in runs if r.get("waited_s") is not None]
     what = f"`embedbench run {' '.join(flags) or '(all defaults)'}`, neighbour on core " + str(
         other_core(session.core)
     )
@@ -430,7 +435,9 @@ def main() -> None:
         "Every run",
         runs_table(runs),
         f"Canary cost: at most {100 * cost:.2f} % of a run's wall time "
-        f"(target ≤ {100 * TARGET_COST:.0f} %).",
+        f"(target ≤ {100 * TARGET_COST:.0f} %). Probes waited for a quiet host "
+        f"{sum(waits):.1f} s over {len(waits)} runs, at most {max(waits, default=0.0):.1f} s "
+        "in one.",
     )
     if tries:
         session.add(

@@ -138,7 +138,13 @@ class Canary:
         ]
         self._turn = 0
         self._pace_payload = bytes(PACE_BYTES)
-        self.read_us()  # every page of the output touched before the first timed read
+        # Every row set read once before the first timed read, so that the worker's
+        # first probes find the rows as later ones do. With one warm read, a worker's
+        # second probe often read far faster than the rest (14 of 40 workers below 0.8x
+        # their median), set the worker's quietest level too low, and later probes then
+        # failed the level rule (docs/PERFORMANCE.md, "The canary's warm pass").
+        for _ in range(ROW_SETS):
+            self.read_us()
         self.device = torch.device(device)
         self._host: torch.Tensor | None = None
         self._device_buffer: torch.Tensor | None = None
