@@ -69,11 +69,14 @@ def _run(
     drift: float = 0.1,
     halves: int = 240,
     workers: int = 5,
+    calls_effect: float | None = None,
 ) -> list[dict]:
     """Records of a default-sized run (5 workers of 8 s, one after the other, 48 block
     halves each): every worker at its own level (lognormal, 8 % SD), the host drifting by
     ``drift`` over the run's 45 s, and a neighbour on for 3 s and off for 3 s (or always
-    on) that slows the canary by ``effect`` and shows as one busy core."""
+    on) that slows the canary by ``effect`` and shows as one busy core. With
+    ``calls_effect``, each half also carries 20 timed calls (host and CPU µs, 8 % noise
+    each) that the neighbour slows by that much."""
     records = []
     per_worker = halves // workers
     for worker in range(workers):
@@ -85,8 +88,13 @@ def _run(
             case = ("text", "audio", "video")[(i // 8) % 3]
             level = {"text": 1300.0, "audio": 1500.0, "video": 1400.0}[case]
             canary = level * speed * (1.0 + effect * on) * rng.lognormal(0.0, 0.08)
+            calls = {}
+            if calls_effect is not None:
+                host = 300.0 * speed * (1.0 + calls_effect * on) * rng.lognormal(0, 0.08, 20)
+                calls = {"samples_us": [[h, h] for h in host.tolist()]}
             records.append(
                 {
+                    **calls,
                     "worker": worker,
                     "case": case,
                     "tokens": 1172,
@@ -120,6 +128,33 @@ def test_busy_cores_that_do_not_slow_the_canary_are_no_reason():
     assert len(seen) <= 2  # the p limit is 0.01, the effect limit 5 %
     effects = [r.neighbour["effect"] for r in readings]
     assert abs(float(np.median(effects))) < 0.005
+
+
+def test_a_neighbour_that_moves_the_calls_but_not_the_canary_is_seen_in_the_calls():
+    """A neighbour that evicts the lookups' rows from a shared cache slows the calls,
+    while the canary, whose rows are never cached, reads the same."""
+    rng = np.random.default_rng(27)
+    for _ in range(20):
+        reading = stability.assess_host(_run(rng, effect=0.0, calls_effect=0.10))
+        assert reading.noisy, reading.neighbour_calls
+        assert reading.neighbour_calls["busy_reads"] >= 100
+        assert any(r.startswith("the timed calls read") for r in reading.reasons)
+        assert not any(r.startswith("the canary read") for r in reading.reasons)
+
+
+def test_calls_that_do_not_move_with_busy_cores_are_no_reason():
+    rng = np.random.default_rng(28)
+    readings = [stability.assess_host(_run(rng, effect=0.0, calls_effect=0.0)) for _ in range(200)]
+    assert sum(any("timed calls" in x for x in r.reasons) for r in readings) <= 2
+    effects = [r.neighbour_calls["effect"] for r in readings]
+    assert abs(float(np.median(effects))) < 0.005
+
+
+def test_the_median_call_is_the_host_column_of_a_halfs_samples():
+    assert stability.median_call_us({"samples_us": [[3.0, 1.0], [1.0, 1.0], [2.0, 9.0]]}) == 2.0
+    assert stability.median_call_us({"samples_us": [5.0, 7.0, 6.0]}) == 6.0
+    assert stability.median_call_us({"samples_us": []}) is None
+    assert stability.median_call_us({}) is None
 
 
 def test_an_effect_below_the_limit_is_not_called_however_significant():

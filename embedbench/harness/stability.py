@@ -20,6 +20,10 @@ Pure functions on numbers; no I/O, no torch. Two readings, one rule each:
   ``WAITED_PROBES_LIMIT`` of its probes were not quiet at once: its workers waited for a
   quiet probe, or measured anyway (``--allow-busy``).
 
+A neighbour that comes and goes is seen by contrast (``neighbour_contrast``): block
+halves while the other cores were busy against halves while they idled, over the canary
+and over the timed calls themselves (each half's median call).
+
 A neighbour that never pauses leaves nothing inside a run to contrast with. Where this
 host has a **reference** (``HostReference``: the median memory level of its recent stable
 runs, kept between runs by ``hostref``), the run's own memory level (``memory_level``:
@@ -41,7 +45,7 @@ measurements behind them are in docs/PERFORMANCE.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -83,11 +87,13 @@ __all__ = [
     "assess_host",
     "busiest_other_cores",
     "busy_throughout",
+    "canary_end_us",
     "canary_level_us",
     "canary_reads",
     "iqr_spread",
     "joins_reference",
     "likely_cause",
+    "median_call_us",
     "memory_level",
     "neighbour_contrast",
     "next_reference",
@@ -133,7 +139,10 @@ WAITED_PROBES_LIMIT = 3
 # NEIGHBOUR_P_LIMIT, over at least NEIGHBOUR_MIN_READS reads a side, makes the run noisy.
 # The limit sits above every contrast another core spinning on and off (busy, touching no
 # memory) gave on the CI machine, −2.3 to +3.5 % in 7 tries; a memory hog there gave −0.4
-# to +11.5 % in 9, and moved the lookups by at most 2.1 % (docs/PERFORMANCE.md).
+# to +11.5 % in 9, and moved the lookups by at most 2.1 % (docs/PERFORMANCE.md). The same
+# rule reads the timed calls themselves (each block half's median call): on the AMD guest
+# a memory hog toggled on the other core moved the calls and the canary by different
+# amounts in the same run (+0.7 to +11.6 % against +1.0 to +8.2 %).
 NEIGHBOUR_BUSY_STEP = 0.75
 NEIGHBOUR_IDLE_STEP = 0.25
 NEIGHBOUR_EFFECT_LIMIT = 0.05
@@ -307,6 +316,8 @@ class HostStability:
     thresholds: dict[str, float] = field(default_factory=dict)
     canary_reads: int = 0
     neighbour: dict[str, Any] | None = None
+    # The same contrast over the timed calls themselves: each block half's median call.
+    neighbour_calls: dict[str, Any] | None = None
     memory_level: float | None = None
     host_reference: dict[str, Any] | None = None
     # Each worker's preempted share of its timed calls (``preemption``), by worker index
@@ -407,21 +418,38 @@ class NeighbourContrast:
         return asdict(self)
 
 
+def canary_end_us(record: Any) -> float | None:
+    """The canary read at a block half's end (µs; None where it was not taken)."""
+    value = field_of(record, "canary_us_end")
+    return None if value is None else float(value)
+
+
+def median_call_us(record: Any) -> float | None:
+    """The median host latency of a block half's timed calls (µs; None without calls)."""
+    samples = field_of(record, "samples_us")
+    if not samples:
+        return None
+    table = np.asarray(samples, dtype=float)
+    return float(np.median(table[:, 0] if table.ndim == 2 else table))
+
+
 def neighbour_contrast(
     records: Iterable[Any],
     *,
+    value: Callable[[Any], float | None] = canary_end_us,
     busy_step: float = NEIGHBOUR_BUSY_STEP,
     idle_step: float = NEIGHBOUR_IDLE_STEP,
     min_reads: int = NEIGHBOUR_MIN_READS,
 ) -> NeighbourContrast | None:
     """Does the canary slow down when the other cores are busy? Each record's end read
-    over its (case, tokens, scope, variant) median, split by the other cores' busy time
-    over that block half (``other_cores_busy``). A neighbour that comes and goes shows as a
-    contrast the host's slow drift cannot: both sides are spread over the same minutes.
-    None when no record carries both readings."""
+    (or what ``value`` reads of it: ``median_call_us``, the block half's own calls) over its
+    (case, tokens, scope, variant) median, split by the other cores' busy time over that
+    block half (``other_cores_busy``). A neighbour that comes and goes shows as a contrast
+    the host's slow drift cannot: both sides are spread over the same minutes. None when
+    no record carries both readings."""
     reads: list[tuple[int, tuple[str, int, str, str], float, float]] = []
     for record in records:
-        canary, busy = field_of(record, "canary_us_end"), field_of(record, "other_cores_busy")
+        canary, busy = value(record), field_of(record, "other_cores_busy")
         if canary is None or busy is None:
             continue
         group = (
@@ -458,14 +486,17 @@ def neighbour_contrast(
 
 
 def _neighbour_reason(
-    contrast: NeighbourContrast | None, effect_limit: float, p_limit: float
+    contrast: NeighbourContrast | None,
+    effect_limit: float,
+    p_limit: float,
+    what: str = "the canary",
 ) -> str | None:
     if contrast is None or contrast.effect is None or contrast.p_value is None:
         return None
     if contrast.effect <= effect_limit or contrast.p_value >= p_limit:
         return None
     return (
-        f"the canary read {100 * contrast.effect:.0f} % slower in the "
+        f"{what} read {100 * contrast.effect:.0f} % slower in the "
         f"{contrast.busy_reads} block halves while other cores were busy than in the "
         f"{contrast.idle_reads} while they were idle (rank-sum p {contrast.p_value:.1g}; "
         f"limit {100 * effect_limit:.0f} %): a neighbour sharing the memory system"
@@ -625,6 +656,10 @@ def assess_host(
     seen = _neighbour_reason(neighbour, NEIGHBOUR_EFFECT_LIMIT, NEIGHBOUR_P_LIMIT)
     if seen:
         reasons.append(seen)
+    calls = neighbour_contrast(records, value=median_call_us)
+    seen = _neighbour_reason(calls, NEIGHBOUR_EFFECT_LIMIT, NEIGHBOUR_P_LIMIT, "the timed calls")
+    if seen:
+        reasons.append(seen)
     # One rule with or without --allow-busy: a probe that was not quiet at once (the
     # worker waited, or measured anyway) counts; a few are what a quiet host shows.
     not_quiet = [p for p in probes if not p.get("quiet", True)]
@@ -655,6 +690,7 @@ def assess_host(
         },
         canary_reads=sum(len(v) for v in groups.values()),
         neighbour=None if neighbour is None else neighbour.to_json(),
+        neighbour_calls=None if calls is None else calls.to_json(),
         memory_level=level,
         host_reference=host_reference,
         preempted={str(w): share for w, share in preempted.items()},

@@ -60,7 +60,8 @@ __all__ = [
 # older directories are read with the legacy window and their A/A records moved out of
 # micro-raw.json (``upgrades``, where every version's step lives). Optional in 5: each
 # record's ``other_cores_busy`` (the other cores' busy time over the block half, in cores)
-# and ``host_stability.neighbour`` (the canary's contrast between busy and idle halves).
+# and ``host_stability.neighbour`` (the canary's contrast between busy and idle halves),
+# and ``host_stability.neighbour_calls`` (the same over each half's median timed call).
 SCHEMA_VERSION = 5
 READABLE_VERSIONS = (1, 2, 3, 4, 5)
 # What ``refs`` and ``versions`` hold beside the original script's top-level fields.
