@@ -16,9 +16,9 @@ a quiet run next to it. Per condition:
   reduction, between-run SD, mean half-width and cross-coverage (target ≥ 0.80 every
   case), and Text verdicts other than "no detectable difference" (target 0: Text does one
   lookup in both forms);
-- the canary's cost: its copies (at every block edge and in the probes) as a share of
-  each run's wall time (target ≤ 2 %), and beside it the time its probes spent waiting
-  for a quiet host.
+- the canary's cost: its reads (at every block edge, in the probes with their pace
+  reads, and each worker's warm pass) as a share of each run's wall time (target ≤ 2 %),
+  and beside it the time its probes spent waiting for a quiet host.
 
 Then, on the same machine in the same period, embedbench and pyperf side by side on pairs
 whose answer is known (``benchmarks/side_by_side.py``: BLAKE2b 21 against 20 hashes, an
@@ -124,21 +124,28 @@ def _stop(hog: subprocess.Popen | None) -> None:
 
 
 def canary_seconds(meta: dict[str, Any], records: Sequence[dict[str, Any]]) -> float:
-    """Seconds spent in canary copies: every block edge's read, and every probe's copies
-    (its last attempt's copies as recorded in ``host_probes``, earlier attempts at its
-    median)."""
+    """Seconds spent on the canary: every block edge's read, every probe's reads (its last
+    attempt's as recorded in ``host_probes``, earlier attempts at its median) and pace
+    reads (at the probe's median pace), and each worker's warm pass (``ROW_SETS`` reads
+    when its canary is built, at its first probe's median)."""
+    from embedbench.harness.canary import PROBE_COPIES, ROW_SETS
+
     edges = sum(
         r.get(key) or 0.0
         for r in records
         for key in ("canary_us_start", "canary_us_end", "canary_device_us_start")
     )
-    from embedbench.harness.canary import PROBE_COPIES
-
-    probes = sum(
+    probes = meta["host_probes"]
+    reads = sum(
         sum(p.get("samples_us") or []) + p["median_us"] * PROBE_COPIES * (p.get("attempts", 1) - 1)
-        for p in meta["host_probes"]
+        for p in probes
     )
-    return (edges + probes) / 1e6
+    pace = sum((p.get("pace_us") or 0.0) * PROBE_COPIES * p.get("attempts", 1) for p in probes)
+    first: dict[Any, float] = {}
+    for p in probes:
+        first.setdefault(p.get("worker"), p["median_us"])
+    warm = ROW_SETS * sum(first.values())
+    return (edges + reads + pace + warm) / 1e6
 
 
 def one_run(out: Path, condition: str, flags: list[str], core: int) -> dict[str, Any]:

@@ -865,3 +865,21 @@ def test_interference_alternates_only_the_neighbours_asked_for(tmp_path: Path) -
         "interference.py: unknown --neighbours hog; use a comma-separated list of "
         "toggled, always, bursts, spin"
     ]
+
+
+def test_the_canary_cost_counts_every_read_the_canary_makes() -> None:
+    interference = bench_module("interference")
+    from embedbench.harness.canary import PROBE_COPIES, ROW_SETS
+
+    records = [{"canary_us_start": 100.0, "canary_us_end": 200.0}, {"canary_us_start": 50.0}]
+    probes = [
+        {"worker": 0, "median_us": 10.0, "samples_us": [10.0] * 16, "pace_us": 2.0},
+        {"worker": 0, "median_us": 30.0, "samples_us": [30.0] * 16, "attempts": 3},
+        {"worker": 1, "median_us": 20.0, "samples_us": [20.0] * 16, "pace_us": 1.0},
+    ]
+    edges = 350.0
+    reads = 160.0 + (480.0 + 30.0 * PROBE_COPIES * 2) + 320.0
+    pace = 2.0 * PROBE_COPIES + 1.0 * PROBE_COPIES
+    warm = ROW_SETS * (10.0 + 20.0)  # each worker's first probe sets its warm reads' time
+    seconds = interference.canary_seconds({"host_probes": probes}, records)
+    assert seconds == pytest.approx((edges + reads + pace + warm) / 1e6)

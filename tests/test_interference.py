@@ -157,18 +157,37 @@ def test_without_allow_busy_bursts_are_refused_in_one_line_or_labelled(
     assert "waiting up to 3 s for a quiet host" in proc.stderr
 
 
+def _unlabelled_text_call(out: Path) -> tuple[str, list[float], dict] | None:
+    """A run labelled stable whose Text verdict called a direction: that verdict, its
+    interval and the host reading; None for any other run."""
+    reading = _host(out)
+    assert reading["canary_reads"] >= 2 * (10 + 10)  # every block half's end, both cases
+    text = json.loads((out / "summary.json").read_text())[0]
+    assert text["case"] == "text"
+    if reading["verdict"] != "stable" or text["verdict"] == "no detectable difference":
+        return None
+    return text["verdict"], text["reduction_ci95_pct"], reading
+
+
 def test_a_memory_hog_on_another_core_never_gives_an_unlabelled_wrong_text_verdict(
     neighbour, small_checkpoint, tmp_path
 ):
+    # Text's truth is zero, so its 95 % interval calls a direction in 1 run in 20 by its
+    # own error rate (docs/PERFORMANCE.md, "What would close the interference targets"):
+    # one such call proves nothing. A bias the kit fails to label calls it again, so a
+    # call is owed a second run, which must not call the same direction unlabelled
+    # (both by chance: about 1 in 1600).
     neighbour(allowed_cores()[-1], "--on", "1", "--off", "1")
-    proc = _run(tmp_path / "out", small_checkpoint, "--allow-busy")
-    assert proc.returncode == 0, proc.stderr
-    reading = _host(tmp_path / "out")
-    assert reading["canary_reads"] >= 2 * (10 + 10)  # every block half's end, both cases
-    text = json.loads((tmp_path / "out" / "summary.json").read_text())[0]
-    assert text["case"] == "text"
-    if reading["verdict"] == "stable":
-        assert text["verdict"] == "no detectable difference", (text, reading)
+    calls = []
+    for attempt in ("first", "second"):
+        out = tmp_path / attempt
+        proc = _run(out, small_checkpoint, "--allow-busy")
+        assert proc.returncode == 0, proc.stderr
+        call = _unlabelled_text_call(out)
+        if call is None:
+            return
+        calls.append(call)
+    assert calls[0][0] != calls[1][0], f"two runs labelled stable both called Text: {calls}"
 
 
 def _calls_moved_with_the_hog(records: list[dict]) -> tuple[float, float, int, int]:
