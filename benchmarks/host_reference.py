@@ -17,8 +17,9 @@ before it, as a stored reference would be. For limits of 5 to 25 %, the share of
 above reference × (1 + limit) against the share of quiet runs above it.
 
 ``--replay DIR`` reads default runs kept by ``interference.py --keep DIR`` instead: it
-rebuilds the stored reference in their order at each of ``--limits`` and counts the
-runs of each condition that would be labelled, with every other rule as recorded.
+rebuilds the stored reference in their order at each of ``--limits`` (``rule``: the kit's
+own limit, which follows the reference's spread) and counts the runs of each condition
+that would be labelled, with every other rule as recorded.
 """
 
 from __future__ import annotations
@@ -118,9 +119,10 @@ def detection_rows(runs: list[dict]) -> list[list]:
     return rows
 
 
-def replay(top: Path, limits: list[float]) -> list[list]:
+def replay(top: Path, limits: list[float | None]) -> list[list]:
     """The reference rule replayed over runs kept by ``interference.py --keep`` (in run
-    order, each with its ``.condition``): at each limit, the store rebuilt from scratch as
+    order, each with its ``.condition``): at each limit (None: the kit's rule,
+    ``HostReference.limit``), the store rebuilt from scratch as
     those runs would have built it, and how many runs of each condition it labels (with
     every other rule's reasons as recorded)."""
     from embedbench.harness import stability
@@ -145,16 +147,19 @@ def replay(top: Path, limits: list[float]) -> list[list]:
             reference = stability.reference_from(store, float(meta["start_time"]))
             level = host.get("memory_level")
             over = level / reference.level - 1.0 if level and reference.level else None
-            noisy = bool(others) or (over is not None and over > limit)
+            bound = reference.limit() if limit is None else limit
+            slower = over is not None and over > bound
+            noisy = bool(others) or slower
             tally = labelled.setdefault(condition, [0, 0, 0])
             tally[0] += 1
             tally[1] += noisy
-            tally[2] += bool(over is not None and over > limit and not others)
+            tally[2] += bool(slower and not others)
             replayed = {**host, "verdict": "noisy" if noisy else "stable"}
             if stability.joins_reference(replayed):
                 store.append({"level": level, "time": meta.get("end_time")})
+        name = "the kit's rule" if limit is None else f"{100 * limit:.0f} %"
         for condition, (n, noisy, only) in labelled.items():
-            rows.append([f"{100 * limit:.0f} %", condition, n, noisy, only])
+            rows.append([name, condition, n, noisy, only])
     return rows
 
 
@@ -172,7 +177,9 @@ def main() -> None:
         help="replay the reference rule over runs kept by interference.py --keep DIR",
     )
     p.add_argument(
-        "--limits", default="5,6,8,10", help="with --replay: limits in %% (default 5,6,8,10)"
+        "--limits",
+        default="rule,5,6,8,10",
+        help="with --replay: limits in %%, or rule for the kit's own (default rule,5,6,8,10)",
     )
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -182,7 +189,19 @@ def main() -> None:
         return
     session = C.Session("host_reference", args)
     if args.replay:
-        limits = [float(x) / 100 for x in args.limits.split(",") if x.strip()]
+        try:
+            limits = [
+                None if x.strip() == "rule" else float(x) / 100
+                for x in args.limits.split(",")
+                if x.strip()
+            ]
+        except ValueError:
+            print(
+                f"host_reference.py: --limits {args.limits}: give per cents or rule, "
+                "comma-separated, such as rule,5,10",
+                file=sys.stderr,
+            )
+            sys.exit(2)
         headers = ["limit", "condition", "runs", "labelled noisy", "by the reference alone"]
         table = C.markdown_table(headers, replay(Path(args.replay), limits))
         note = f"Runs kept in {args.replay}, in order; every other rule's reasons as recorded."

@@ -75,6 +75,31 @@ def test_a_run_well_above_the_reference_is_noisy_and_says_why():
     assert near.memory_level == pytest.approx(20.4, rel=0.02)
 
 
+def test_the_limit_follows_the_spread_of_the_references_own_runs():
+    # Too few runs for a spread: the fixed ceiling.
+    few = stability.reference_from(_history([20.0, 20.1, 19.9, 20.0]), NOW)
+    assert few.spread is None and few.limit() == stability.REFERENCE_LEVEL_LIMIT
+    # Quiet runs that agree within a few tenths of a per cent: the floor.
+    tight = stability.reference_from(_history([20.0, 20.1, 19.9, 20.05, 19.95, 20.0]), NOW)
+    assert tight.spread == pytest.approx(1.4826 * 0.05 / 20.0)
+    assert tight.limit() == stability.REFERENCE_LEVEL_FLOOR
+    # A run 7 % slower: let through by the ceiling, labelled against a tight reference.
+    slower = _probes(20.0 * 1.07, seed=2)
+    assert stability.assess_host([], probes=slower, reference=few).verdict == stability.STABLE
+    caught = stability.assess_host([], probes=slower, reference=tight)
+    assert caught.verdict == stability.NOISY, caught
+    assert caught.host_reference["limit"] == stability.REFERENCE_LEVEL_FLOOR
+    assert "limit 5 %" in caught.reasons[0]
+    # Between floor and ceiling: REFERENCE_SPREADS spreads (here 2 % each).
+    levels = [20.0 * (1 + 0.02 * z / 1.4826) for z in (-2, -1, 0, 1, 2)]
+    middle = stability.reference_from(_history(levels), NOW)
+    assert middle.spread == pytest.approx(0.02, rel=1e-6)
+    assert middle.limit() == pytest.approx(stability.REFERENCE_SPREADS * 0.02)
+    # A drifting host keeps the ceiling: its quiet runs would cross a tighter limit.
+    drifting = stability.reference_from(_history([18.0, 19.0, 20.0, 21.0, 22.0, 20.5]), NOW)
+    assert drifting.limit() == stability.REFERENCE_LEVEL_LIMIT
+
+
 def test_without_a_reference_the_level_is_recorded_and_judges_nothing():
     young = stability.reference_from(_history([20.0]), NOW)
     reading = stability.assess_host([], probes=_probes(40.0), reference=young)
@@ -83,6 +108,7 @@ def test_without_a_reference_the_level_is_recorded_and_judges_nothing():
         "level": None,
         "runs": 1,
         "since": None,
+        "spread": None,
         "over": None,
         "limit": stability.REFERENCE_LEVEL_LIMIT,
     }

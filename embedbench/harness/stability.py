@@ -68,10 +68,13 @@ __all__ = [
     "PROBE_SPREAD_LIMIT",
     "REFERENCE_IDLE_FLOOR",
     "REFERENCE_KEEP",
+    "REFERENCE_LEVEL_FLOOR",
     "REFERENCE_LEVEL_LIMIT",
     "REFERENCE_MAX_AGE_S",
     "REFERENCE_MIN_RUNS",
     "REFERENCE_REASON_START",
+    "REFERENCE_SPREADS",
+    "REFERENCE_SPREAD_RUNS",
     "RUN_LEVEL_LIMIT",
     "RUN_SPREAD_LIMIT",
     "STABLE",
@@ -154,6 +157,16 @@ NEIGHBOUR_MIN_READS = 10
 # Quiet default runs read −6.2 to +7.2 % over their reference, runs under a memory hog
 # always on +10.4 to +30.8 % (docs/PERFORMANCE.md, "A neighbour that never pauses").
 REFERENCE_LEVEL_LIMIT = 0.10
+# Once the reference holds REFERENCE_SPREAD_RUNS runs, the limit follows their own spread:
+# REFERENCE_SPREADS times their robust relative SD (1.4826 × MAD over the median), never
+# under REFERENCE_LEVEL_FLOOR (the smallest effect the neighbour rule labels) nor over
+# REFERENCE_LEVEL_LIMIT. A host whose quiet runs agree closely (within 1-2 %) then sees a
+# neighbour that slows its memory by 5-10 %, which the fixed 10 % let through in most
+# always-on runs; a host whose quiet level drifts keeps the 10 % (docs/PERFORMANCE.md,
+# "A limit that follows the host's own spread").
+REFERENCE_LEVEL_FLOOR = 0.05
+REFERENCE_SPREADS = 4.0
+REFERENCE_SPREAD_RUNS = 5
 REFERENCE_MIN_RUNS = 3
 REFERENCE_KEEP = 10
 REFERENCE_MAX_AGE_S = 3600.0
@@ -517,11 +530,22 @@ def memory_level(probes: Iterable[Mapping[str, Any]]) -> float | None:
 @dataclass(frozen=True)
 class HostReference:
     """This host's quiet memory level: the median of its recent stable runs' levels (None
-    with fewer than ``REFERENCE_MIN_RUNS``), how many runs, and the oldest one's time."""
+    with fewer than ``REFERENCE_MIN_RUNS``), how many runs, the oldest one's time and the
+    runs' robust relative spread (None with fewer than ``REFERENCE_SPREAD_RUNS``)."""
 
     level: float | None
     runs: int
     since: float | None = None
+    spread: float | None = None
+
+    def limit(self) -> float:
+        """How far above the level a run may read: ``REFERENCE_SPREADS`` spreads, within
+        ``REFERENCE_LEVEL_FLOOR`` and ``REFERENCE_LEVEL_LIMIT`` (the latter until the
+        reference has a spread)."""
+        if self.spread is None:
+            return REFERENCE_LEVEL_LIMIT
+        wide = REFERENCE_SPREADS * self.spread
+        return min(REFERENCE_LEVEL_LIMIT, max(REFERENCE_LEVEL_FLOOR, wide))
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -545,8 +569,12 @@ def reference_from(
     ][-keep:]
     if len(recent) < min_runs:
         return HostReference(None, len(recent))
-    level = float(np.median([float(h["level"]) for h in recent]))
-    return HostReference(level, len(recent), float(recent[0]["time"]))
+    levels = np.asarray([float(h["level"]) for h in recent])
+    level = float(np.median(levels))
+    spread = None
+    if len(recent) >= REFERENCE_SPREAD_RUNS:
+        spread = float(1.4826 * np.median(np.abs(levels - level)) / level)
+    return HostReference(level, len(recent), float(recent[0]["time"]), spread)
 
 
 def joins_reference(reading: Mapping[str, Any]) -> bool:
@@ -563,10 +591,11 @@ def joins_reference(reading: Mapping[str, Any]) -> bool:
 
 
 def _reference_reading(
-    level: float | None, reference: HostReference | None, limit: float
+    level: float | None, reference: HostReference | None
 ) -> tuple[dict[str, Any] | None, str | None]:
     if reference is None:
         return None, None
+    limit = reference.limit()
     reading: dict[str, Any] = {**reference.to_json(), "over": None, "limit": limit}
     if level is None or not reference.level:
         return reading, None
@@ -610,6 +639,8 @@ def _thresholds() -> dict[str, float]:
         "neighbour_effect": NEIGHBOUR_EFFECT_LIMIT,
         "neighbour_p": NEIGHBOUR_P_LIMIT,
         "reference_level": REFERENCE_LEVEL_LIMIT,
+        "reference_level_floor": REFERENCE_LEVEL_FLOOR,
+        "reference_spreads": REFERENCE_SPREADS,
         "preempted": PREEMPTED_LIMIT,
     }
 
@@ -671,7 +702,7 @@ def assess_host(
             f"(limit {WAITED_PROBES_LIMIT})"
         )
     level = memory_level(probes)
-    host_reference, slower = _reference_reading(level, reference, REFERENCE_LEVEL_LIMIT)
+    host_reference, slower = _reference_reading(level, reference)
     if slower:
         reasons.append(slower)
     return HostStability(
