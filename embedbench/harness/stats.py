@@ -15,8 +15,9 @@ One interval per comparison, and the verdict, the gate and the MDE all use it:
   interval of their mean with W − 1 degrees of freedom. Its spread holds everything
   that differs between processes and moments (memory placement, heap layout,
   temporal regimes) as well as the block noise inside each worker, so it predicts
-  a rerun; for equal block counts per worker it is exact under normality whatever
-  the split between the two levels of noise (see ``worker_t_interval``);
+  a rerun; its variance is never taken below what the block noise inside the workers
+  gives (``within_worker_variance``), so workers that agree by chance do not narrow it
+  (see ``worker_t_interval``);
 - **one process** (``processes=1``, the original design, and ``paired_benchmark`` with
   a dict of callables):
   the Hodges–Lehmann interval of the per-block log-ratios, exact and
@@ -86,6 +87,7 @@ __all__ = [
     "summarize_pair",
     "verdict",
     "wilcoxon_p",
+    "within_worker_variance",
     "worker_t_interval",
 ]
 
@@ -392,6 +394,28 @@ class ReductionInterval:
         return self.low, self.high
 
 
+def within_worker_variance(
+    baseline_by_worker: Sequence[Sequence[float]],
+    fixed_by_worker: Sequence[Sequence[float]],
+) -> float | None:
+    """The variance a worker's headline gets from its block noise alone: the per-block
+    log-ratios' deviations from their worker's mean, pooled over the workers, their robust
+    scale (1.4826 × MAD, so one slow block does not set it) squared over a worker's
+    blocks. None where no worker has two blocks."""
+    deviations: list[np.ndarray] = []
+    inverse_blocks: list[float] = []
+    for b, f in zip(baseline_by_worker, fixed_by_worker, strict=True):
+        d = np.log(np.asarray(f, dtype=float) / np.asarray(b, dtype=float))
+        if d.size < 2:
+            continue
+        deviations.append((d - d.mean()) * math.sqrt(d.size / (d.size - 1)))
+        inverse_blocks.append(1.0 / d.size)
+    if not deviations:
+        return None
+    scale = 1.4826 * float(np.median(np.abs(np.concatenate(deviations))))
+    return scale**2 * float(np.mean(inverse_blocks))
+
+
 def worker_t_interval(
     baseline_by_worker: Sequence[Sequence[float]],
     fixed_by_worker: Sequence[Sequence[float]],
@@ -406,7 +430,16 @@ def worker_t_interval(
     θ_w = μ + u_w + e_w (a worker-level random effect u and the worker's own block
     noise e), the sample variance of the θ_w estimates Var(u) + Var(e) exactly, so
     the interval needs no estimate of how the noise splits between the levels, and
-    its coverage is exact for normal θ_w and equal blocks per worker. A two-stage
+    its coverage is exact for normal θ_w and equal blocks per worker. But with the few
+    workers a run can afford (4 df) that variance is itself noisy, and when the workers
+    happen to agree closely the interval is narrower than the block noise inside each
+    worker allows: such runs gave most wrong calls on a case whose truth is zero
+    (docs/PERFORMANCE.md, "An interval no narrower than the block noise"). So the
+    variance is never taken below ``within_worker_variance``, the variance that the
+    block noise alone gives a worker's headline: the modified Hartung–Knapp rule of
+    random-effects meta-analysis with few studies (Röver, Knapp and Friede 2015),
+    conservative where the workers agree by chance and unchanged where they differ by
+    more than their block noise. A two-stage
     bootstrap counts the block noise twice and, with the few workers a run can
     afford, resamples too few units to cover (0.90–0.92 at 5 workers when the worker
     effect dominates, in a simulation of the tests' model); the t interval does not
@@ -426,7 +459,8 @@ def worker_t_interval(
         raise ValueError("block medians must be positive to take log-ratios")
     n = theta.size
     centre = float(np.mean(theta))
-    sd = float(np.std(theta, ddof=1))
+    floor = within_worker_variance(baseline_by_worker, fixed_by_worker)
+    sd = math.sqrt(max(float(np.var(theta, ddof=1)), floor or 0.0))
     half = float(sps.t.ppf(0.5 + confidence / 2.0, n - 1)) * sd / math.sqrt(n)
     mde = detectable_log_effect(sd, n, alpha=1.0 - confidence, power=power)
     return ReductionInterval(
