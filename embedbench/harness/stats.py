@@ -405,7 +405,7 @@ def within_worker_variance(
     deviations: list[np.ndarray] = []
     inverse_blocks: list[float] = []
     for b, f in zip(baseline_by_worker, fixed_by_worker, strict=True):
-        d = np.log(np.asarray(f, dtype=float) / np.asarray(b, dtype=float))
+        d = log_ratios(b, f)
         if d.size < 2:
             continue
         deviations.append((d - d.mean()) * math.sqrt(d.size / (d.size - 1)))
