@@ -63,6 +63,7 @@ from embedbench.harness.isolation import (
     resolve_cpu_core,
 )
 from embedbench.harness.parentcore import ParentAffinity, measuring_here, pinned_away
+from embedbench.harness.parentwatch import ParentActivity, ParentMeter
 from embedbench.harness.timing import (
     AA_SCOPE,
     METRIC_ORDER,
@@ -373,6 +374,9 @@ def _metadata(
 
 
 PROGRESS_STEP_PCT = 10  # away from a terminal, one line each time the run passes a step
+# A worker's progress is shown when it waits for an acknowledgement (after each case),
+# or after this long without one, so the parent draws nothing while a worker times.
+PROGRESS_HOLD_S = 2.0
 
 
 class _ProgressLines:
@@ -400,6 +404,13 @@ class _ProgressLines:
         """Nothing to tear down: the lines are the record."""
 
 
+class _Bar(tqdm):
+    """tqdm without its monitor thread (it would wake in this process while a worker
+    times)."""
+
+    monitor_interval = 0
+
+
 @contextmanager
 def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
     """Progress on stderr that appears with the first finished calls (a run refused before
@@ -413,7 +424,7 @@ def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
         if not bar:
             stream = sys.stderr
             if stream.isatty():
-                bar.append(tqdm(total=total, unit="call", desc="embedbench", file=stream))
+                bar.append(_Bar(total=total, unit="call", desc="embedbench", file=stream))
             else:
                 bar.append(_ProgressLines(total, stream))
         bar[0].update(calls)
@@ -720,16 +731,21 @@ class _Collector:
             busy_core=meta["busy_core"] or reading.label,
         )
 
-    def worker_finished(self, worker: int, exit_code: int) -> None:
-        """Record when and how a worker ended (nothing for one that never got ready)."""
+    def worker_finished(
+        self, worker: int, exit_code: int, parent: ParentActivity | None = None
+    ) -> None:
+        """Record when and how a worker ended, and what this process did while it measured
+        (``parent_while_measuring``; None in one process); nothing for one never ready."""
         writer = self.writer
         if writer is None or all(w["worker"] != worker for w in writer.metadata["workers"]):
             return
+        ended = {
+            "ended_at": _utc_now().isoformat(),
+            "exit_code": exit_code,
+            "parent_while_measuring": parent.to_json() if parent else None,
+        }
         workers = [
-            {**w, "ended_at": _utc_now().isoformat(), "exit_code": exit_code}
-            if w["worker"] == worker
-            else w
-            for w in writer.metadata["workers"]
+            {**w, **ended} if w["worker"] == worker else w for w in writer.metadata["workers"]
         ]
         writer.update_metadata(workers=workers)
 
@@ -854,7 +870,9 @@ class _EventSink(Protocol):
 
     def handle(self, event: Event) -> None: ...
 
-    def worker_finished(self, worker: int, exit_code: int) -> None: ...
+    def worker_finished(
+        self, worker: int, exit_code: int, parent: ParentActivity | None = None
+    ) -> None: ...
 
 
 def _run_worker(
@@ -883,15 +901,28 @@ def _run_worker(
                 env=_worker_environment() if env is None else env,
             )
         failure: Event | None = None
+        meter = ParentMeter()
+        measuring = False
+        progress = _DeferredProgress(collector)
         try:
             _send_line(proc, json.dumps(share.to_json()))
-            for event in _events(proc, stop):
-                if event["event"] in ("error", "stopped"):
+            for event in _events(proc, stop, on_bytes=meter.pipe):
+                kind = event["event"]
+                if kind == "progress":  # shown while the worker waits, not while it times
+                    progress.add(int(event["calls"]))
+                    continue
+                if kind in HANDSHAKE_EVENTS or kind in ("done", "error", "stopped"):
+                    meter.pause()  # the worker waits for the acknowledgement, or has ended
+                    progress.flush()
+                if kind in ("error", "stopped"):
                     failure = event
                     continue
                 collector.handle(event)
-                if event["event"] in HANDSHAKE_EVENTS:
+                if kind in HANDSHAKE_EVENTS:
                     _send_line(proc, ACK)
+                    measuring = measuring or kind == "ready"
+                    if measuring:  # from the acknowledged ready on, the worker measures
+                        meter.resume()
             code = proc.wait()
         finally:
             if proc.poll() is None:  # a second Ctrl-C, or an error here: stop it now
@@ -900,7 +931,8 @@ def _run_worker(
             if proc.stdin is not None:
                 with suppress(OSError):  # the worker has ended: its pipe may be broken
                     proc.stdin.close()
-            collector.worker_finished(share.worker, proc.returncode)
+            progress.flush()
+            collector.worker_finished(share.worker, proc.returncode, meter.reading())
         if code == 0:
             return code
         errors.seek(0)
@@ -915,8 +947,33 @@ def _run_worker(
     raise WorkerError(f"worker {share.worker} failed (exit code {code}): {message}")
 
 
-def _events(proc: subprocess.Popen, stop: StopFlag) -> Iterator[Event]:
-    """The worker's events as they arrive; a stop request is passed on to the worker."""
+class _DeferredProgress:
+    """A worker's progress events, handed to the collector when the worker waits for an
+    acknowledgement (so that the parent does not draw while it times), or after
+    ``PROGRESS_HOLD_S`` of a long stretch without one."""
+
+    def __init__(self, collector: _EventSink) -> None:
+        self.collector = collector
+        self.pending = 0
+        self.since = time.monotonic()
+
+    def add(self, calls: int) -> None:
+        self.pending += calls
+        if time.monotonic() - self.since >= PROGRESS_HOLD_S:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.collector.handle({"event": "progress", "calls": self.pending})
+        self.pending = 0
+        self.since = time.monotonic()
+
+
+def _events(
+    proc: subprocess.Popen, stop: StopFlag, on_bytes: Callable[[int], None] = lambda n: None
+) -> Iterator[Event]:
+    """The worker's events as they arrive (``on_bytes`` is told how many bytes each read
+    took from the pipe); a stop request is passed on to the worker."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     buffer = b""
@@ -930,6 +987,7 @@ def _events(proc: subprocess.Popen, stop: StopFlag) -> Iterator[Event]:
             if not selector.select(timeout=0.2):
                 continue
             chunk = os.read(fd, 1 << 20)
+            on_bytes(len(chunk))
             if not chunk:
                 break
             buffer += chunk
@@ -1102,6 +1160,7 @@ class _PairedCollector:
         self.floor: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
         self.exit_codes: dict[int, int] = {}
+        self.parent_activity: dict[int, ParentActivity] = {}
         self._first_ready: Event | None = None
 
     def handle(self, event: Event) -> None:
@@ -1129,9 +1188,13 @@ class _PairedCollector:
                 "rerun without editing it"
             )
 
-    def worker_finished(self, worker: int, exit_code: int) -> None:
-        """Keep how a worker ended."""
+    def worker_finished(
+        self, worker: int, exit_code: int, parent: ParentActivity | None = None
+    ) -> None:
+        """Keep how a worker ended and what this process did while it measured."""
         self.exit_codes[worker] = exit_code
+        if parent is not None:
+            self.parent_activity[worker] = parent
 
     def result(self, config: RunConfig) -> PairedResult:
         """The summary over every worker's blocks (the between-process interval) and the

@@ -67,6 +67,7 @@ TIERS = {
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_neighbour.py",
         "test_host_reference.py",
+        "test_parentwatch.py",  # the parent meter on this process's own I/O: no run
         "test_preemption.py",  # the preempted share, on records built in memory
         "test_exiting.py",  # exit_now in a subprocess: no run
         "test_import_cost.py",  # subprocess imports only: no run

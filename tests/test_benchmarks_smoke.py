@@ -883,3 +883,60 @@ def test_the_canary_cost_counts_every_read_the_canary_makes() -> None:
     warm = ROW_SETS * (10.0 + 20.0)  # each worker's first probe sets its warm reads' time
     seconds = interference.canary_seconds({"host_probes": probes}, records)
     assert seconds == pytest.approx((edges + reads + pace + warm) / 1e6)
+
+
+def _kept_position_run(where: Path, workers: int, level: float, stall: float | None) -> None:
+    """A kept run as worker_position.py --keep leaves it: text, two blocks per worker,
+    calls at ``level`` µs; with ``stall``, worker 0's first call takes that long."""
+    where.mkdir(parents=True)
+    records = []
+    for worker in range(workers):
+        for block in range(2):
+            for position, variant in enumerate(("baseline", "fixed")):
+                samples = [[level, level, level] for _ in range(10)]
+                if stall and worker == 0 and block == 0 and variant == "baseline":
+                    samples[0] = [stall, stall, stall]
+                start = 1000.0 + worker * 10 + block * 2 + position
+                records.append(
+                    {
+                        "case": "text",
+                        "tokens": 300,
+                        "variant": variant,
+                        "block": worker * 2 + block,
+                        "worker": worker,
+                        "samples_us": samples,
+                        "wall_start": start,
+                        "minor_faults": 2051 if samples[0][0] == stall else 0,
+                    }
+                )
+    parent = {"measuring_s": 1.0, "cpu_s": 0.01, "written_bytes": 0, "other_read_bytes": 0}
+    meta = {
+        "processes": workers,
+        "workers": [{"worker": w, "parent_while_measuring": parent} for w in range(workers)],
+    }
+    (where / "metadata.json").write_text(json.dumps(meta))
+    (where / "micro-raw.json").write_text(json.dumps(records))
+
+
+def test_worker_position_reads_kept_pairs_and_counts_first_block_stalls(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    for index, (workers_us, single_us) in enumerate([(110.0, 100.0), (121.0, 110.0)]):
+        _kept_position_run(kept / f"pair{index:02d}-workers", 3, workers_us, stall=2000.0)
+        _kept_position_run(kept / f"pair{index:02d}-single", 1, single_us, stall=None)
+    module = bench_module("worker_position")
+    pairs = module._kept_pairs(kept)
+    stalls = module.stall_counts([p["workers"] for p in pairs])
+    assert stalls["counts"]["first"] == [2, 120, 2, 12]  # one slow, faulted call per run
+    assert stalls["counts"]["other"] == [0, 120, 0, 12]
+    (text_baseline, _fixed) = module.level_rows(pairs)
+    assert text_baseline["ratio_pct"] == pytest.approx(10.0)  # 110/100 and 121/110
+    assert text_baseline["agree"] is False  # the runs differ less (SD ~7 %) than the modes
+    res = _run([str(BENCH / "worker_position.py"), "--from", str(kept)], tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "| workers | first block | 2 / 120 | 2 / 12 |" in res.stdout
+    assert "#### The parent while workers measured" in res.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = _run([str(BENCH / "worker_position.py"), "--from", str(empty)], tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().startswith("worker_position: no kept pairs")

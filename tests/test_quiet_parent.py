@@ -137,6 +137,21 @@ def test_no_result_file_is_written_while_a_worker_times(quiet_run):
     assert overlaps == []
 
 
+def test_the_parent_only_reads_the_pipe_while_a_worker_measures(quiet_run):
+    # From each worker's acknowledged ready to its done, outside the acknowledgement
+    # waits: no byte written, nothing read but the worker's events, little CPU.
+    workers = quiet_run.result.metadata["workers"]
+    assert [w["worker"] for w in workers] == [0, 1]
+    for worker in workers:
+        parent = worker["parent_while_measuring"]
+        assert parent["measuring_s"] > 0
+        assert parent["pipe_bytes"] > 0  # the progress events arrived while it measured
+        assert parent["written_bytes"] == 0
+        assert parent["other_read_bytes"] == 0
+        assert parent["read_bytes"] == parent["pipe_bytes"]
+        assert 0 <= parent["cpu_s"] < parent["measuring_s"]
+
+
 def test_the_parent_runs_off_the_measuring_core_and_comes_back(quiet_run):
     allowed = sorted(quiet_run.before)
     if len(allowed) < 2:

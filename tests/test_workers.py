@@ -110,8 +110,9 @@ class _Events:
     def handle(self, event):
         self.events.append(event)
 
-    def worker_finished(self, worker, code):
+    def worker_finished(self, worker, code, parent=None):
         self.ended.append((worker, code))
+        self.parent = parent
 
 
 def test_a_worker_that_crashes_fails_the_run_in_one_line(small_checkpoint):

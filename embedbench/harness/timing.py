@@ -383,14 +383,17 @@ def measure_pair(
     names = tuple(variants)
     if len(names) != 2:
         raise ValueError(f"a paired measurement needs exactly two variants, got {names}")
+    # Everything the blocks keep alive is allocated before the warm-up, so the warm-up
+    # settles the heap the blocks then run in (see ``allocator``).
+    schedule = block_schedule(names, blocks, seed)
+    records: list[BlockRecord] = []
+    path = _TimingPath(sync=sync, window=window, probes=probes or BlockProbes())
     for name in names:
         check_stop()
         time_calls(variants[name], warmup, sync, window)
         if progress is not None:
             progress(warmup)
-    records = []
-    path = _TimingPath(sync=sync, window=window, probes=probes or BlockProbes())
-    for block, order in enumerate(block_schedule(names, blocks, seed)):
+    for block, order in enumerate(schedule):
         check_stop()
         for position, name in enumerate(order):
             records.append(
