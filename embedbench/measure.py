@@ -40,9 +40,10 @@ import sys
 import sysconfig
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -51,6 +52,7 @@ from embedbench.config import RunConfig
 from embedbench.errors import ConfigError, HostNoisyError, one_line
 from embedbench.harness import devices, freshness, stability, sysinfo
 from embedbench.harness.canary import Canary
+from embedbench.harness.clock import now
 from embedbench.harness.devices import count_device_syncs, sync_for
 from embedbench.harness.isolation import isolated, other_cores_reader
 from embedbench.harness.timing import (
@@ -85,11 +87,18 @@ __all__ = [
     "HANDSHAKE_EVENTS",
     "HARNESS_MODULES",
     "HOST_WAIT_ENV",
+    "Backend",
+    "Calls",
+    "CanaryLike",
     "Emit",
     "Event",
     "HostWatch",
+    "Loaded",
     "LoadedFactory",
+    "PairBackend",
     "Share",
+    "TargetBackend",
+    "backend_for",
     "build_target",
     "calls_per_share",
     "canary_enabled",
@@ -420,8 +429,8 @@ class HostWatch:
     allow_busy: bool = False
     max_wait_s: float = field(default_factory=host_wait_s)
     poll_s: float = stability.WAIT_POLL_S
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = field(default_factory=lambda: now().sleep)
+    clock: Callable[[], float] = field(default_factory=lambda: now().monotonic)
     reference_us: float | None = None
     readings: list[stability.ProbeReading] = field(default_factory=list)
     enabled: bool = True
@@ -479,59 +488,224 @@ class HostWatch:
         return reading
 
 
+class CanaryLike(Protocol):
+    """What a share reads of its canary (``harness.canary.Canary``, or a simulated one)."""
+
+    def read_us(self) -> float: ...
+
+    def device_us(self) -> float | None: ...
+
+    def timed_probe(self) -> tuple[list[float], list[float]]: ...
+
+    def pace_probe(self) -> list[float]: ...
+
+    def describe(self) -> dict[str, object]: ...
+
+
+@dataclass
+class Loaded:
+    """What a share measures with: the ``ready`` event's fields that describe it (the
+    target or the factory, the code's fingerprint, freshness, where the table landed),
+    the device sync, and whatever the backend keeps for its cases."""
+
+    ready: dict[str, Any]
+    sync: Callable[[], None]
+    context: Any = None
+
+
+Calls = dict[str, Callable[[], Any]]
+
+
+class Backend(Protocol):
+    """Where a share's work comes from; ``measure_share`` is the one sequence around it
+    (quiet-host wait, timer floor, canary, pair, records) for every entry point: the
+    checkpoint and target of ``run`` (``TargetBackend``), the two callables of
+    ``paired_benchmark`` (``PairBackend``) and the simulated host (``embedbench.sim``)."""
+
+    def load(self, share: Share) -> Loaded:
+        """Load what the share measures (before anything is timed)."""
+        ...
+
+    def cases(self, share: Share) -> list[tuple[int, str]]:
+        """The (tokens, case) pairs in the order this share measures them."""
+        ...
+
+    def case_calls(
+        self, share: Share, loaded: Loaded, case: str, tokens: int
+    ) -> tuple[Calls, dict[str, Any] | None]:
+        """The two variants' zero-argument calls of one case, and its validation row (None
+        where nothing is validated)."""
+        ...
+
+    def canary(self, share: Share, loaded: Loaded) -> CanaryLike:
+        """The share's canary."""
+        ...
+
+    def probes(self, share: Share, canary: CanaryLike, on: bool) -> tuple[str, BlockProbes]:
+        """What is read at every block edge, and the CPU-frequency source."""
+        ...
+
+    def isolated(self, core: int) -> AbstractContextManager[Any]:
+        """Pin and isolate the measuring thread; the state has ``to_json()``."""
+        ...
+
+    def after_case(self, share: Share) -> None:
+        """Clean up what a case left behind, before the next one's quiet-host wait."""
+        ...
+
+
+def release_case_memory(share: Share) -> None:
+    """What a case left behind: a garbage collection (gc stays disabled while timing) and,
+    on CUDA, the caching allocator's free blocks."""
+    gc.collect()
+    if torch.device(share.device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
+class TargetBackend:
+    """``run``'s share: the checkpoint's table, the configured target and its cases."""
+
+    def load(self, share: Share) -> Loaded:
+        facts, table, placement = _load(share)
+        target = build_target(share.config, facts, table)
+        fresh = check_fresh(target)  # before anything is measured or reported
+        ready = {
+            "target": target.name,
+            "target_metadata": target.metadata,
+            "code": {name: code_fingerprint(target.variants[name]) for name in VARIANTS},
+            "code_fresh": fresh.to_json(),
+            "table": placement,
+        }
+        return Loaded(ready, sync_for(torch.device(share.device)), (facts, table, target))
+
+    def cases(self, share: Share) -> list[tuple[int, str]]:
+        return case_order(share)
+
+    def case_calls(
+        self, share: Share, loaded: Loaded, case: str, tokens: int
+    ) -> tuple[Calls, dict[str, Any] | None]:
+        facts, _table, target = loaded.context
+        scenario = build_scenario(
+            case,
+            tokens,
+            token_ids=facts,
+            hidden_size=facts.hidden_size,
+            device=share.device,
+            tag=target.tag,
+            deepstack_levels=facts.deepstack_levels,
+        )
+        calls = {
+            name: functools.partial(call_variant, target.variants[name], scenario)
+            for name in VARIANTS
+        }
+        return calls, probe_row(target, scenario, calls)
+
+    def canary(self, share: Share, loaded: Loaded) -> CanaryLike:
+        _facts, table, _target = loaded.context
+        return Canary(
+            max(share.config.lengths), torch.device(share.device), table=table, core=share.cpu_core
+        )
+
+    def probes(self, share: Share, canary: CanaryLike, on: bool) -> tuple[str, BlockProbes]:
+        return _block_probes(share, canary, on)
+
+    def isolated(self, core: int) -> AbstractContextManager[Any]:
+        return isolated(core)
+
+    def after_case(self, share: Share) -> None:
+        release_case_memory(share)
+
+
+class PairBackend:
+    """``paired_benchmark``'s share: two zero-argument callables, given (in this process)
+    or made by the share's factory (in a worker), timed as case ``paired``."""
+
+    def __init__(self, variants: Calls | None = None) -> None:
+        self.variants = variants
+
+    def load(self, share: Share) -> Loaded:
+        if self.variants is None:
+            assert share.factory is not None, "a pair needs its callables or a factory"
+            self.variants = load_factory(share.factory).variants
+        ready: dict[str, Any] = {
+            "code": {name: code_fingerprint(self.variants[name]) for name in VARIANTS}
+        }
+        if share.factory is not None:
+            ready["factory"] = share.factory
+        return Loaded(ready, sync_for(torch.device(share.device)))
+
+    def cases(self, share: Share) -> list[tuple[int, str]]:
+        return [(FACTORY_TOKENS, FACTORY_CASE)]
+
+    def case_calls(
+        self, share: Share, loaded: Loaded, case: str, tokens: int
+    ) -> tuple[Calls, dict[str, Any] | None]:
+        assert self.variants is not None
+        return {name: self.variants[name] for name in VARIANTS}, None
+
+    def canary(self, share: Share, loaded: Loaded) -> CanaryLike:
+        return Canary(device=torch.device(share.device), core=share.cpu_core)
+
+    def probes(self, share: Share, canary: CanaryLike, on: bool) -> tuple[str, BlockProbes]:
+        return _block_probes(share, canary, on)
+
+    def isolated(self, core: int) -> AbstractContextManager[Any]:
+        return isolated(core)
+
+    def after_case(self, share: Share) -> None:
+        release_case_memory(share)
+
+
+def backend_for(share: Share) -> Backend:
+    """The backend of a share as a worker receives it: its factory's pair, else the target."""
+    return PairBackend() if share.factory is not None else TargetBackend()
+
+
 def measure_share(
     share: Share,
     emit: Emit,
     *,
     check_stop: Callable[[], None],
     before_case: Callable[[str, int], None] = lambda case, tokens: None,
+    backend: Backend | None = None,
 ) -> None:
     """Measure ``share`` in this process, reporting through ``emit`` (see the module doc).
 
     ``check_stop`` runs between blocks and may raise to stop; ``before_case`` runs
-    before every case but the first (the runner's contention recheck).
+    before every case but the first (the runner's contention recheck). ``backend`` says
+    what is measured (default: ``backend_for(share)``).
     """
-    if share.factory is not None:
-        _measure_factory(share, emit, check_stop)
-        return
-    config, device = share.config, torch.device(share.device)
-    facts, table, placement = _load(share)
-    target = build_target(config, facts, table)
-    fresh = check_fresh(target)  # before anything is measured or reported
-    sync = sync_for(device)
-    canary = Canary(max(config.lengths), device, table=table, core=share.cpu_core)
+    backend = backend if backend is not None else backend_for(share)
+    config = share.config
+    loaded = backend.load(share)
+    canary = backend.canary(share, loaded)
     on = canary_enabled()
-    frequency_source, probes = _block_probes(share, canary)
-    with isolated(share.cpu_core) as state:
+    frequency_source, probes = backend.probes(share, canary, on)
+    with backend.isolated(share.cpu_core) as state:
         watch = HostWatch(canary, share.worker, emit, allow_busy=config.allow_busy, enabled=on)
         watch.wait_until_quiet("start")
+        pairs = backend.cases(share)
         emit(
             {
                 "event": "ready",
                 "worker": share.worker,
                 "pid": os.getpid(),
                 "blocks": [share.first_block, share.first_block + share.block_count],
-                "case_order": [f"{case}@{tokens}" for tokens, case in case_order(share)],
-                "target": target.name,
-                "target_metadata": target.metadata,
-                "code": {name: code_fingerprint(target.variants[name]) for name in VARIANTS},
-                "code_fresh": fresh.to_json(),
+                "case_order": [f"{case}@{tokens}" for tokens, case in pairs],
+                **loaded.ready,
                 "frequency_source": frequency_source,
                 "isolation": state.to_json(),
-                "table": placement,
                 "canary": canary.describe(),
             }
         )
-        _timer_floor(share, emit, sync, probes)
-        pairs = case_order(share)
+        _timer_floor(share, emit, loaded.sync, probes)
         for index, (tokens, case) in enumerate(pairs):
             if index:
                 before_case(case, tokens)
             watch.wait_until_quiet(f"{case}@{tokens}")
-            _measure_case(share, target, facts, case, tokens, emit, sync, probes, check_stop)
-            gc.collect()  # what the case left behind (gc stays disabled while timing)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            calls, row = backend.case_calls(share, loaded, case, tokens)
+            _measure_case(share, calls, row, case, tokens, emit, loaded.sync, probes, check_stop)
+            backend.after_case(share)
     emit({"event": "done", "worker": share.worker})
 
 
@@ -580,13 +754,12 @@ def _timer_floor(share: Share, emit: Emit, sync: Callable[[], None], probes: Blo
     emit(_records(share, TIMER_CASE, 0, TIMER_SCOPE, [r.to_json() for r in floor]))
 
 
-def _block_probes(share: Share, canary: Canary) -> tuple[str, BlockProbes]:
+def _block_probes(share: Share, canary: CanaryLike, on: bool) -> tuple[str, BlockProbes]:
     """What is read at every block edge (MHz, GPU clock, the other cores' jiffies, and the
     canary unless it is off), and the MHz source. Called before ``isolated()``, so the
     other cores are the ones this process may run on besides the measuring core."""
     frequency_source, read_mhz = sysinfo.cpu_frequency_reader(share.cpu_core)
     device = torch.device(share.device)
-    on = canary_enabled()
     probes = BlockProbes(
         read_mhz=read_mhz,
         read_gpu_mhz=devices.gpu_clock_reader(device),
@@ -594,43 +767,6 @@ def _block_probes(share: Share, canary: Canary) -> tuple[str, BlockProbes]:
         **({"canary": canary.read_us, "device_canary": canary.device_us} if on else {}),
     )
     return frequency_source, probes
-
-
-def _measure_factory(share: Share, emit: Emit, check_stop: Callable[[], None]) -> None:
-    """A factory's share: import it and call it once, then the quiet-host wait, the timer
-    floor and this share's blocks of case ``paired``, as ``measure_share`` times a case."""
-    assert share.factory is not None
-    config, device = share.config, torch.device(share.device)
-    variants = load_factory(share.factory).variants
-    sync = sync_for(device)
-    canary = Canary(device=device, core=share.cpu_core)
-    frequency_source, probes = _block_probes(share, canary)
-    case, tokens = FACTORY_CASE, FACTORY_TOKENS
-    with isolated(share.cpu_core) as state:
-        watch = HostWatch(
-            canary, share.worker, emit, allow_busy=config.allow_busy, enabled=canary_enabled()
-        )
-        watch.wait_until_quiet("start")
-        emit(
-            {
-                "event": "ready",
-                "worker": share.worker,
-                "pid": os.getpid(),
-                "blocks": [share.first_block, share.first_block + share.block_count],
-                "factory": share.factory,
-                "code": {name: code_fingerprint(variants[name]) for name in VARIANTS},
-                "frequency_source": frequency_source,
-                "isolation": state.to_json(),
-                "canary": canary.describe(),
-            }
-        )
-        _timer_floor(share, emit, sync, probes)
-        watch.wait_until_quiet(f"{case}@{tokens}")
-        records = _time_pair(
-            share, variants, (case, tokens, MICRO_SCOPE), emit, sync, probes, check_stop
-        )
-        emit(_records(share, case, tokens, MICRO_SCOPE, [r.to_json() for r in records]))
-    emit({"event": "done", "worker": share.worker})
 
 
 def _records(share: Share, case: str, tokens: int, scope: str, rows: list[dict]) -> Event:
@@ -676,8 +812,8 @@ def probe_row(
 
 def _measure_case(
     share: Share,
-    target: Target,
-    facts: checkpoint.ThinkerFacts,
+    calls: Calls,
+    row: dict[str, Any] | None,
     case: str,
     tokens: int,
     emit: Emit,
@@ -685,33 +821,22 @@ def _measure_case(
     probes: BlockProbes,
     check_stop: Callable[[], None],
 ) -> None:
-    """Validate one case, then time it; ``probes`` are read at every block edge."""
+    """Report one case's validation ``row`` (None: nothing validated), then time it;
+    ``probes`` are read at every block edge."""
     config = share.config
-    scenario = build_scenario(
-        case,
-        tokens,
-        token_ids=facts,
-        hidden_size=facts.hidden_size,
-        device=share.device,
-        tag=target.tag,
-        deepstack_levels=facts.deepstack_levels,
-    )
-    calls = {
-        name: functools.partial(call_variant, target.variants[name], scenario) for name in VARIANTS
-    }
-    row = probe_row(target, scenario, calls)
-    emit(
-        {
-            "event": "validation",
-            "worker": share.worker,
-            "case": case,
-            "tokens": tokens,
-            "row": row,
-        }
-    )
-    if not row["ok"]:
-        emit({"event": "progress", "calls": calls_per_share(config, share.block_count)})
-        return
+    if row is not None:
+        emit(
+            {
+                "event": "validation",
+                "worker": share.worker,
+                "case": case,
+                "tokens": tokens,
+                "row": row,
+            }
+        )
+        if not row["ok"]:
+            emit({"event": "progress", "calls": calls_per_share(config, share.block_count)})
+            return
     scopes = [(MICRO_SCOPE, calls)]
     if config.aa_check:  # the baseline against itself, under both labels
         scopes.append((AA_SCOPE, {"baseline": calls["baseline"], "fixed": calls["baseline"]}))

@@ -20,25 +20,17 @@ kept in memory by a ``_PairedCollector`` (no output directory).
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import selectors
-import signal
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
-import embedbench
 from embedbench.config import (
     DEFAULT_BLOCKS,
     DEFAULT_PROCESSES,
@@ -47,42 +39,43 @@ from embedbench.config import (
     default_output_dir,
 )
 from embedbench.errors import ConfigError, EmbedbenchError
-from embedbench.harness import devices, freshness, hostref, stability, stats, sysinfo, windows
-from embedbench.harness.canary import Canary
+from embedbench.harness import (
+    clock,
+    devices,
+    freshness,
+    hostref,
+    stability,
+    stats,
+    sysinfo,
+    windows,
+)
 from embedbench.harness.design import DERIVED, GIVEN, keyword_spelling
-from embedbench.harness.devices import resolve_device, sync_for
+from embedbench.harness.devices import resolve_device
 from embedbench.harness.hostlock import HostLock, host_lock
 from embedbench.harness.interrupts import RunInterrupted, StopFlag, stop_requests
-from embedbench.harness.ioguard import IoReading, guard_window_s, wait_for_quiet_io
+from embedbench.harness.ioguard import IoReading, guard_window_s
 from embedbench.harness.isolation import (
     ContentionReading,
     allowed_cores,
     check_contention,
-    isolated,
-    other_cores_reader,
     resolve_cpu_core,
 )
 from embedbench.harness.parentcore import ParentAffinity, measuring_here, pinned_away
-from embedbench.harness.parentwatch import ParentActivity, ParentMeter
+from embedbench.harness.parentwatch import ParentActivity
 from embedbench.harness.timing import (
     AA_SCOPE,
     METRIC_ORDER,
     MICRO_SCOPE,
     TIMER_SCOPE,
-    BlockProbes,
     BlockRecord,
     WorkerBlockRecord,
     derive_seed,
-    measure_pair,
-    measure_timer_floor,
 )
 from embedbench.measure import (
-    ACK,
     FACTORY_CASE,
     FACTORY_TOKENS,
-    HANDSHAKE_EVENTS,
     Event,
-    HostWatch,
+    PairBackend,
     Share,
     calls_per_share,
     load_factory,
@@ -94,6 +87,8 @@ from embedbench.omni.targets import VARIANTS
 from embedbench.report import summary
 from embedbench.report.results import ResultsWriter, RunResult, check_output_dir
 from embedbench.report.schema import OWN_REFS, PR_VERSION_KEYS
+from embedbench.runhost import RealHost, RunHost, host_reference_path
+from embedbench.spawn import WorkerError, run_worker, worker_environment
 
 __all__ = [
     "HOISTED_TARGET_FIELDS",
@@ -105,6 +100,8 @@ __all__ = [
     "PreparedRun",
     "WorkerError",
     "check_loaded_code",
+    "host_reference_path",
+    "measure_prepared",
     "paired_benchmark",
     "prepare",
     "run",
@@ -123,16 +120,14 @@ PIPELINE_MODULES = ("embedbench.runner", "embedbench.measure")
 HOISTED_TARGET_FIELDS = ("refs", "dirty", "versions", "lm_shim")
 
 
-class WorkerError(EmbedbenchError):
-    """A worker process failed or reported something the run cannot accept."""
-
-
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    """Now, on the clock the measuring code reads (``harness.clock``: a simulated host's
+    in ``embedbench.sim``)."""
+    return datetime.fromtimestamp(clock.now().wall(), timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -374,9 +369,6 @@ def _metadata(
 
 
 PROGRESS_STEP_PCT = 10  # away from a terminal, one line each time the run passes a step
-# A worker's progress is shown when it waits for an acknowledgement (after each case),
-# or after this long without one, so the parent draws nothing while a worker times.
-PROGRESS_HOLD_S = 2.0
 
 
 class _ProgressLines:
@@ -462,19 +454,13 @@ def _host_wait_line(event: Event) -> str:
     )
 
 
-def host_reference_path() -> Path:
-    """Where this host's quiet memory levels are kept: ``$EMBEDBENCH_HOST_REFERENCE``, else
-    ``host-reference.json`` in the cache directory (docs/method.md)."""
-    env = os.environ.get(hostref.REFERENCE_ENV, "").strip()
-    return Path(env).expanduser() if env else checkpoint.synthetic_cache_dir() / hostref.FILE_NAME
-
-
 class _Collector:
     """Turns measurement events into the output directory (the writer starts at ``ready``)."""
 
     def __init__(
         self,
         prepared: PreparedRun,
+        host: RunHost,
         lock: HostLock,
         guards: tuple[ContentionReading, IoReading],
         advance: Callable[[int], None],
@@ -482,6 +468,7 @@ class _Collector:
         affinity: list[int],
     ) -> None:
         self.prepared = prepared
+        self.host = host
         self.affinity = affinity
         self.lock = lock
         self.contention, self.io = guards
@@ -499,7 +486,7 @@ class _Collector:
         self.completed: list[str] = []
         self.host_probes: list[dict[str, Any]] = []
         # This host's stored quiet levels, read once before any worker starts.
-        self.reference_path = host_reference_path()
+        self.reference_path = host.reference_path()
         self.reference_entries = hostref.load_all(self.reference_path)
         self._order = list(self.cases)
         self._rows: dict[tuple[str, int], dict[str, Any]] = {}
@@ -645,7 +632,7 @@ class _Collector:
             other_cores_busy=stability.busiest_other_cores(metadata.get("contention_checks", [])),
             reference=stability.reference_from(
                 self.reference_entries.get(self._reference_key(metadata), []),
-                float(metadata.get("start_time") or time.time()),
+                float(metadata.get("start_time") or clock.now().wall()),
             ),
         )
         return {"host_probes": list(self.host_probes), "host_stability": reading.to_json()}
@@ -668,7 +655,7 @@ class _Collector:
             return
         entry = {
             "level": reading["memory_level"],
-            "time": metadata.get("end_time") or time.time(),
+            "time": metadata.get("end_time") or clock.now().wall(),
             "run": str(self.prepared.output_dir),
         }
         hostref.append(self.reference_path, self._reference_key(metadata), entry)
@@ -718,8 +705,8 @@ class _Collector:
         every two workers): I/O, then the core; either refuses the rest of the run."""
         allow_busy = self.prepared.config.allow_busy
         window = guard_window_s(RECHECK_WINDOW_S)
-        io = wait_for_quiet_io(allow_busy=allow_busy, iowait_window_s=window, log=self.log)
-        reading = check_contention(
+        io = self.host.quiet_io(allow_busy=allow_busy, window_s=window, log=self.log)
+        reading = self.host.contention(
             self.prepared.cpu_core, allow_busy=allow_busy, candidates=self.affinity, window_s=window
         )
         writer = self._writer()
@@ -763,7 +750,12 @@ class _Collector:
         )
         # The files as written, checked once at the end; where jsonschema is missing
         # (a bare GPU image), the line says the check was skipped.
-        self.writer.update_metadata(schema_check=self.writer.schema_check())
+        check = (
+            self.writer.schema_check()
+            if self.writer.directory is not None
+            else "skipped: results kept in memory, no files to check"
+        )
+        self.writer.update_metadata(schema_check=check)
 
     def result(self) -> RunResult:
         """The finished run, in memory."""
@@ -780,11 +772,20 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
     another embedbench run holds the host lock, when the machine is still writing back
     (after waiting up to a minute for it) or when the pinned core is busy.
     """
-    prepared = prepare(config, log=log)
-    with host_lock() as lock:
-        affinity = allowed_cores()
-        io = wait_for_quiet_io(allow_busy=config.allow_busy, log=log)
-        contention = check_contention(
+    return measure_prepared(prepare(config, log=log), RealHost(), log=log, progress=progress)
+
+
+def measure_prepared(
+    prepared: PreparedRun, host: RunHost, *, log: Log = _stderr, progress: bool = True
+) -> RunResult:
+    """The run's one sequence on ``host``: the lock, the guards, every share (in this
+    process for ``processes=1``, else one worker after the other with the guards again
+    between them), the results and this host's quiet reference."""
+    config = prepared.config
+    with host.lock() as lock:
+        affinity = host.allowed_cores()
+        io = host.quiet_io(allow_busy=config.allow_busy, log=log)
+        contention = host.contention(
             prepared.cpu_core, allow_busy=config.allow_busy, candidates=affinity
         )
         for label in (io.label, contention.label):
@@ -792,13 +793,13 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
                 log(f"warning: {label}")
         with _progress_bar(total_calls(config), progress) as advance:
             guards = (contention, io)
-            collector = _Collector(prepared, lock, guards, advance, log, affinity)
+            collector = _Collector(prepared, host, lock, guards, advance, log, affinity)
             try:
                 with stop_requests() as stop:
                     if config.processes == 1:
-                        _measure_in_process(prepared, collector, stop)
+                        _measure_in_process(prepared, host, collector, stop)
                     else:
-                        _measure_in_workers(prepared, collector, stop, log)
+                        _measure_in_workers(prepared, host, collector, stop, log)
             except KeyboardInterrupt as exc:  # also RunInterrupted, raised between blocks
                 collector.finish("interrupted")
                 if collector.writer is None:
@@ -815,12 +816,14 @@ def run(config: RunConfig, *, log: Log = _stderr, progress: bool = True) -> RunR
         return collector.result()
 
 
-def _measure_in_process(prepared: PreparedRun, collector: _Collector, stop: StopFlag) -> None:
+def _measure_in_process(
+    prepared: PreparedRun, host: RunHost, collector: _Collector, stop: StopFlag
+) -> None:
     """``processes=1``: the original design, every block in this process (``isolated``
     pins it to the measuring core; it writes between cases, in the same thread)."""
     (share,) = prepared.shares()
     collector.parent = measuring_here(prepared.cpu_core)
-    measure_share(
+    host.measure_here(
         share,
         collector.handle,
         check_stop=stop.check,
@@ -829,172 +832,20 @@ def _measure_in_process(prepared: PreparedRun, collector: _Collector, stop: Stop
     collector.worker_finished(share.worker, 0)
 
 
-def _worker_environment(extra: Sequence[str] = ()) -> dict[str, str]:
-    """This environment, with the imported embedbench first on the path (a worker runs
-    exactly the package this process runs), then ``extra`` (where a factory is found)."""
-    root = str(Path(embedbench.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    paths = (root, *extra, env.get("PYTHONPATH"))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    return env
-
-
 def _measure_in_workers(
-    prepared: PreparedRun, collector: _Collector, stop: StopFlag, log: Log
+    prepared: PreparedRun, host: RunHost, collector: _Collector, stop: StopFlag, log: Log
 ) -> None:
     """Every share in its own fresh process, one after the other on the pinned core,
     with this process on the other allowed cores meanwhile (where there is one)."""
-    with pinned_away(prepared.cpu_core, collector.affinity) as parent:
+    with host.pinned_away(prepared.cpu_core, collector.affinity) as parent:
         collector.parent = parent
         for share in prepared.shares():
             stop.check()
             if share.worker:
                 collector.recheck(f"worker {share.worker}")
-            _run_worker(share, collector, stop, log, spawning=parent.spawning)
+            host.run_worker(share, collector, stop, log, spawning=parent.spawning)
             if share.worker == 0:
                 collector.check_design(share)
-
-
-def _send_line(proc: subprocess.Popen, line: str) -> None:
-    """One line to the worker's stdin; a worker that has ended tells by its exit code."""
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(line.encode() + b"\n")
-        proc.stdin.flush()
-    except BrokenPipeError:
-        pass
-
-
-class _EventSink(Protocol):
-    """What ``_run_worker`` feeds: ``_Collector`` or ``_PairedCollector``."""
-
-    def handle(self, event: Event) -> None: ...
-
-    def worker_finished(
-        self, worker: int, exit_code: int, parent: ParentActivity | None = None
-    ) -> None: ...
-
-
-def _run_worker(
-    share: Share,
-    collector: _EventSink,
-    stop: StopFlag,
-    log: Log,
-    *,
-    spawning: Callable[[], AbstractContextManager[None]] = nullcontext,
-    env: dict[str, str] | None = None,
-) -> int:
-    """Run one worker process to its end, feeding its events to ``collector``.
-
-    The share goes as the first line of the worker's stdin; after each event of
-    ``HANDSHAKE_EVENTS`` the worker waits until the collector has handled it (written
-    what it changes) and one ``ACK`` line follows. ``spawning`` is where the process is
-    started (the cores it inherits); ``env`` its environment (``_worker_environment()``).
-    """
-    with tempfile.TemporaryFile() as errors:
-        with spawning():
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "embedbench.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=errors,
-                env=_worker_environment() if env is None else env,
-            )
-        failure: Event | None = None
-        meter = ParentMeter()
-        measuring = False
-        progress = _DeferredProgress(collector)
-        try:
-            _send_line(proc, json.dumps(share.to_json()))
-            for event in _events(proc, stop, on_bytes=meter.pipe):
-                kind = event["event"]
-                if kind == "progress":  # shown while the worker waits, not while it times
-                    progress.add(int(event["calls"]))
-                    continue
-                if kind in HANDSHAKE_EVENTS or kind in ("done", "error", "stopped"):
-                    meter.pause()  # the worker waits for the acknowledgement, or has ended
-                    progress.flush()
-                if kind in ("error", "stopped"):
-                    failure = event
-                    continue
-                collector.handle(event)
-                if kind in HANDSHAKE_EVENTS:
-                    _send_line(proc, ACK)
-                    measuring = measuring or kind == "ready"
-                    if measuring:  # from the acknowledged ready on, the worker measures
-                        meter.resume()
-            code = proc.wait()
-        finally:
-            if proc.poll() is None:  # a second Ctrl-C, or an error here: stop it now
-                proc.kill()
-                proc.wait()
-            if proc.stdin is not None:
-                with suppress(OSError):  # the worker has ended: its pipe may be broken
-                    proc.stdin.close()
-            progress.flush()
-            collector.worker_finished(share.worker, proc.returncode, meter.reading())
-        if code == 0:
-            return code
-        errors.seek(0)
-        tail = [line for line in errors.read().decode(errors="replace").splitlines() if line]
-    if code == 130 or (failure or {}).get("event") == "stopped":
-        raise RunInterrupted(f"worker {share.worker} stopped")
-    if (failure or {}).get("kind") == "usage":  # bad input found by the worker: its one line
-        raise WorkerError(failure["message"])
-    for line in tail[-20:]:
-        log(f"worker {share.worker}: {line}")
-    message = (failure or {}).get("message") or (tail[-1] if tail else f"exit code {code}")
-    raise WorkerError(f"worker {share.worker} failed (exit code {code}): {message}")
-
-
-class _DeferredProgress:
-    """A worker's progress events, handed to the collector when the worker waits for an
-    acknowledgement (so that the parent does not draw while it times), or after
-    ``PROGRESS_HOLD_S`` of a long stretch without one."""
-
-    def __init__(self, collector: _EventSink) -> None:
-        self.collector = collector
-        self.pending = 0
-        self.since = time.monotonic()
-
-    def add(self, calls: int) -> None:
-        self.pending += calls
-        if time.monotonic() - self.since >= PROGRESS_HOLD_S:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending:
-            self.collector.handle({"event": "progress", "calls": self.pending})
-        self.pending = 0
-        self.since = time.monotonic()
-
-
-def _events(
-    proc: subprocess.Popen, stop: StopFlag, on_bytes: Callable[[int], None] = lambda n: None
-) -> Iterator[Event]:
-    """The worker's events as they arrive (``on_bytes`` is told how many bytes each read
-    took from the pipe); a stop request is passed on to the worker."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buffer = b""
-    forwarded = False
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        while True:
-            if stop and not forwarded:
-                forwarded = True
-                proc.send_signal(signal.SIGTERM)
-            if not selector.select(timeout=0.2):
-                continue
-            chunk = os.read(fd, 1 << 20)
-            on_bytes(len(chunk))
-            if not chunk:
-                break
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    yield json.loads(line)
 
 
 @dataclass
@@ -1041,12 +892,6 @@ class PairedResult:
     def verdict(self) -> str:
         """faster, slower or no detectable difference."""
         return self.summary.verdict
-
-
-def _log_host_wait(event: Event) -> None:
-    """The one line of a quiet-host wait, on stderr (other probe events are not kept)."""
-    if event["event"] == "host_wait":
-        _stderr(_host_wait_line(event))
 
 
 def paired_benchmark(
@@ -1108,46 +953,20 @@ def paired_benchmark(
 def _paired_in_process(
     variants: dict[str, Callable[[], Any]], checked: RunConfig, allow_busy: bool
 ) -> PairedResult:
-    """Every block of ``variants`` in this process, pinned to the measuring core."""
+    """Every block of ``variants`` in this process, pinned to the measuring core: the one
+    measuring sequence (``measure.measure_share``) with the callables as its backend."""
     dev = resolve_device(checked.device)
     core = resolve_cpu_core(checked.cpu_core)
-    sync = sync_for(dev)
-    _, read_mhz = sysinfo.cpu_frequency_reader(core)
-    canary = Canary(device=dev, core=core)
-    probes = BlockProbes(
-        read_mhz=read_mhz, canary=canary.read_us, other_cores=other_cores_reader(core)
-    )
-    schedule_seed = derive_seed(checked.seed, "paired_benchmark")
-    ordered = {name: variants[name] for name in VARIANTS}
-    with host_lock(), isolated(core):
+    config = dataclasses.replace(checked, allow_busy=allow_busy)
+    (share,) = _factory_shares(None, config, core, str(dev))
+    collector = _PairedCollector(_stderr)
+    with host_lock():
         check_contention(core, allow_busy=allow_busy, candidates=allowed_cores())
-        watch = HostWatch(canary, 0, _log_host_wait, allow_busy=allow_busy)
-        watch.wait_until_quiet("paired_benchmark")
-        floor = measure_timer_floor(
-            device=dev.type,
-            sync=sync,
-            probes=probes,
-            warmup=checked.warmup,
-            window=checked.timing_window,
-        )
-        records = measure_pair(
-            ordered,
-            case="paired",
-            tokens=0,
-            warmup=checked.warmup,
-            blocks=checked.blocks,
-            iterations=checked.iterations,
-            seed=schedule_seed,
-            device=dev.type,
-            sync=sync,
-            probes=probes,
-            window=checked.timing_window,
-        )
-    pair = summary.summarize_records([r.to_json() for r in records])
-    host = stability.assess_host(
-        [*floor, *records], probes=[reading.to_json() for reading in watch.readings]
-    )
-    return PairedResult(pair, schedule_seed, records, floor, host)
+        with stop_requests() as stop:
+            backend = PairBackend({name: variants[name] for name in VARIANTS})
+            measure_share(share, collector.handle, check_stop=stop.check, backend=backend)
+    collector.worker_finished(share.worker, 0)
+    return collector.result(config)
 
 
 class _PairedCollector:
@@ -1211,8 +1030,8 @@ class _PairedCollector:
         )
 
 
-def _factory_shares(spec: str, config: RunConfig, core: int, device: str) -> list[Share]:
-    """Each worker's share of a factory's blocks."""
+def _factory_shares(spec: str | None, config: RunConfig, core: int, device: str) -> list[Share]:
+    """Each worker's share of a pair's blocks (``spec``: the factory; None in process)."""
     return [
         Share(
             config=config,
@@ -1236,7 +1055,7 @@ def _paired_in_workers(spec: str, config: RunConfig) -> PairedResult:
     loaded = load_factory(spec)
     for note in config.design.notes(keyword_spelling):  # a derived processes, once checked
         _stderr(f"paired_benchmark: {note}")
-    env = _worker_environment(worker_paths(loaded))
+    env = worker_environment(worker_paths(loaded))
     del loaded  # what the factory built here is not needed: every worker builds its own
     dev = resolve_device(config.device)
     core = resolve_cpu_core(config.cpu_core)
@@ -1252,5 +1071,5 @@ def _paired_in_workers(spec: str, config: RunConfig) -> PairedResult:
                     check_contention(
                         core, allow_busy=config.allow_busy, candidates=affinity, window_s=window
                     )
-                _run_worker(share, collector, stop, _stderr, spawning=parent.spawning, env=env)
+                run_worker(share, collector, stop, _stderr, spawning=parent.spawning, env=env)
     return collector.result(config)

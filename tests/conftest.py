@@ -67,6 +67,7 @@ TIERS = {
         *("test_families.py", "test_qwen3_reference.py", "test_stability.py"),
         "test_neighbour.py",
         "test_host_reference.py",
+        "test_sim.py",  # the simulated host: the pipeline in process, no real timing
         "test_parentwatch.py",  # the parent meter on this process's own I/O: no run
         "test_preemption.py",  # the preempted share, on records built in memory
         "test_exiting.py",  # exit_now in a subprocess: no run
@@ -74,6 +75,7 @@ TIERS = {
         "test_figures.py",  # runs built in memory: no harness run
         "test_interactive.py",  # the figures' tables and charts, from runs built in memory
         "test_prcomment.py",  # the PR comment of runs built in memory
+        "test_limits.py",  # what a run does not establish, on runs built in memory
         "test_one_estimator.py",
         "test_outlier_workers.py",  # seeded simulations and in-memory rows: no harness run
         "test_makefile.py",  # make's own lines, papermill echoed: no run, no notebook

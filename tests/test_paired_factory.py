@@ -27,7 +27,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         seen.append(list(args))
         return real_popen(args, *rest, **kwargs)
 
-    monkeypatch.setattr(runner_module.subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)
     return seen
 
 
@@ -38,7 +38,7 @@ def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     def popen(*_args, **_kwargs):
         raise AssertionError("a worker process was started")
 
-    monkeypatch.setattr(runner_module.subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)
 
 
 def test_a_known_difference_over_three_workers(started):

@@ -237,7 +237,7 @@ def test_a_worker_stops_when_its_stdin_ends_before_an_ack(small_checkpoint):
         capture_output=True,
         text=True,
         timeout=120,
-        env=runner_module._worker_environment(),
+        env=runner_module.worker_environment(),
     )
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert proc.returncode == 130, proc.stderr

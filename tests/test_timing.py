@@ -5,6 +5,7 @@ from collections import Counter
 
 import pytest
 
+from embedbench.harness import clock as clock_seam
 from embedbench.harness import timing
 
 
@@ -124,10 +125,10 @@ class _ClockLog:
         self.tick += 1000
         return self.tick
 
-    def perf_counter_ns(self) -> int:
+    def perf_ns(self) -> int:
         return self._read("wall")
 
-    def thread_time_ns(self) -> int:
+    def thread_ns(self) -> int:
         return self._read("thread")
 
     def call(self) -> object:
@@ -155,8 +156,8 @@ def test_the_window_places_clock_reads_and_releases_the_output_after(
     monkeypatch, window, order, host_ticks, cpu_ticks
 ):
     clock = _ClockLog()
-    monkeypatch.setattr(timing, "time", clock)
-    samples = timing.time_calls(clock.call, 2, window=window)
+    with clock_seam.using(clock):
+        samples = timing.time_calls(clock.call, 2, window=window)
     assert clock.events == order * 2
     for host, cpu, completion in samples:
         # pr: host spans the two thread-clock reads and the call; tight: the call alone
@@ -167,8 +168,8 @@ def test_the_window_places_clock_reads_and_releases_the_output_after(
 
 def test_the_pr_window_syncs_then_reads_the_completion_clock_before_releasing(monkeypatch):
     clock = _ClockLog()
-    monkeypatch.setattr(timing, "time", clock)
-    timing.time_calls(clock.call, 1, sync=lambda: clock.events.append("sync"), window="pr")
+    with clock_seam.using(clock):
+        timing.time_calls(clock.call, 1, sync=lambda: clock.events.append("sync"), window="pr")
     assert clock.events == ["sync", *PR_ORDER[:-1], "sync", "wall", "release"]
 
 

@@ -18,7 +18,9 @@ from embedbench.harness.interrupts import StopFlag
 from embedbench.measure import Share
 from embedbench.omni.scenarios import CASES
 from embedbench.report.schema import SCHEMA_VERSION
-from embedbench.runner import WorkerError, _Collector, _run_worker, prepare
+from embedbench.runner import WorkerError, _Collector, prepare
+from embedbench.runhost import RealHost
+from embedbench.spawn import run_worker as _run_worker
 
 
 def test_every_record_and_worker_is_described(small_run_dir):
@@ -167,8 +169,9 @@ def test_workers_that_measured_different_code_are_not_mixed(small_checkpoint, tm
     from embedbench.harness.isolation import check_contention
 
     guards = (check_contention(0, allow_busy=True), read_io(allow_busy=True))
+    lock = HostLock(tmp_path / "lock", 1)
     collector = _Collector(
-        prepared, HostLock(tmp_path / "lock", 1), guards, lambda _n: None, lambda _m: None, [0]
+        prepared, RealHost(), lock, guards, lambda _n: None, lambda _m: None, [0]
     )
     ready = {
         "event": "ready",

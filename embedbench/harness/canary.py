@@ -26,11 +26,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import time
 
 import torch
 
 from embedbench.harness import sysinfo
+from embedbench.harness.clock import now
 
 __all__ = [
     "ASSUMED_LLC_BYTES",
@@ -158,7 +158,7 @@ class Canary:
         """One gather of the next row set, in µs."""
         rows = self._row_sets[self._turn]
         self._turn = (self._turn + 1) % ROW_SETS
-        clock = time.perf_counter_ns
+        clock = now().perf_ns
         start = clock()
         torch.index_select(self._source, 0, rows, out=self._out)
         return (clock() - start) / 1e3
@@ -167,7 +167,7 @@ class Canary:
         """One host to device to host round trip, synchronized, in µs (None off CUDA)."""
         if self._host is None or self._device_buffer is None:
             return None
-        clock = time.perf_counter_ns
+        clock = now().perf_ns
         start = clock()
         self._device_buffer.copy_(self._host)
         self._host.copy_(self._device_buffer)
@@ -179,7 +179,7 @@ class Canary:
         was off the CPU around it, in µs. The wall clock encloses the thread's CPU clock
         reads: a task switch lands at such a system call's return (measured here), so a
         wall window inside them would never see one."""
-        wall_clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
+        wall_clock, cpu_clock = now().perf_ns, now().thread_ns
         reads: list[float] = []
         off_cpu: list[float] = []
         for _ in range(copies):
@@ -192,7 +192,7 @@ class Canary:
     def pace_us(self) -> float:
         """One hash of ``PACE_BYTES`` held in the L1 cache, in µs: the core's own speed."""
         payload = self._pace_payload
-        clock = time.perf_counter_ns
+        clock = now().perf_ns
         start = clock()
         hashlib.blake2b(payload).digest()
         return (clock() - start) / 1e3

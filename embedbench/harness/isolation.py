@@ -254,6 +254,7 @@ def check_contention(
     candidates: Iterable[int] | None = None,
     proc_stat: str | Path = PROC_STAT,
     sleep: Callable[[float], None] = time.sleep,
+    read: Callable[[], dict[int, tuple[int, int]]] | None = None,
 ) -> ContentionReading:
     """Sample the busy share of ``core`` over ``windows`` × ``window_s`` s; refuse a busy core.
 
@@ -265,8 +266,10 @@ def check_contention(
     instead (default: this process's allowed cores; pass the original set when
     calling from inside ``isolated()``, which narrows the affinity to one core).
     ``window_s`` defaults to ``CONTENTION_WINDOW_S`` (0.25 s), or to the seconds in
-    ``EMBEDBENCH_CONTENTION_WINDOW_S`` when that is set; the reading records it.
+    ``EMBEDBENCH_CONTENTION_WINDOW_S`` when that is set; the reading records it. ``read``
+    replaces the read of ``proc_stat`` (a simulated host's jiffies).
     """
+    read_jiffies = read if read is not None else lambda: read_cpu_jiffies(proc_stat)
     if window_s is None:
         window_s = guard_window_s(CONTENTION_WINDOW_S)
     if not 0.0 < threshold <= 1.0:
@@ -291,7 +294,7 @@ def check_contention(
         )
 
     try:
-        snapshot = read_cpu_jiffies(proc_stat)
+        snapshot = read_jiffies()
     except (OSError, ValueError) as exc:
         return unavailable(f"cannot read {proc_stat}: {' '.join(str(exc).split())}")
     if core not in snapshot:
@@ -300,7 +303,7 @@ def check_contention(
     for _ in range(windows):
         sleep(window_s)
         try:
-            after = read_cpu_jiffies(proc_stat)
+            after = read_jiffies()
         except (OSError, ValueError) as exc:
             return unavailable(f"cannot read {proc_stat}: {' '.join(str(exc).split())}")
         per_window.append(busy_shares(snapshot, after))

@@ -15,14 +15,13 @@ default the PR script's (:mod:`embedbench.harness.windows`).
 from __future__ import annotations
 
 import hashlib
-import resource
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from embedbench.harness.clock import now
 from embedbench.harness.windows import DEFAULT_WINDOW, MEASURABLE, PR, TIGHT
 
 __all__ = [
@@ -110,8 +109,10 @@ class BlockRecord:
     other_cores_busy: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON values."""
-        return asdict(self)
+        """Plain JSON values (the samples copied, one list per call)."""
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        row["samples_us"] = [list(sample) for sample in self.samples_us]
+        return row
 
 
 @dataclass(kw_only=True)
@@ -168,7 +169,8 @@ def time_calls(
 
 def _pr_window(fn: Callable[[], Any], count: int, sync: Sync) -> list[tuple[int, ...]]:
     """The PR script's order: wall, thread, call, thread, wall; sync; completion; release."""
-    perf, cpu, device = time.perf_counter_ns, time.thread_time_ns, sync is not no_sync
+    clock = now()
+    perf, cpu, device = clock.perf_ns, clock.thread_ns, sync is not no_sync
     stamps = []
     append = stamps.append
     for _ in range(count):
@@ -190,7 +192,8 @@ def _pr_window(fn: Callable[[], Any], count: int, sync: Sync) -> list[tuple[int,
 
 def _tight_window(fn: Callable[[], Any], count: int, sync: Sync) -> list[tuple[int, ...]]:
     """Thread clock outside the wall clock: thread, wall, call, wall, thread; then as ``pr``."""
-    perf, cpu, device = time.perf_counter_ns, time.thread_time_ns, sync is not no_sync
+    clock = now()
+    perf, cpu, device = clock.perf_ns, clock.thread_ns, sync is not no_sync
     stamps = []
     append = stamps.append
     for _ in range(count):
@@ -208,13 +211,6 @@ def _tight_window(fn: Callable[[], Any], count: int, sync: Sync) -> list[tuple[i
         del out
         append((w0, w1, w2, c0, c1))
     return stamps
-
-
-def _thread_minor_faults() -> int | None:
-    try:
-        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-    except (AttributeError, OSError):  # RUSAGE_THREAD is Linux-only
-        return None
 
 
 def _nothing() -> None:
@@ -291,9 +287,10 @@ def _block(
     """
     mhz_start, gpu_start, canary_start, device_start = path.probes.edge(canary=first)
     ticks_start = path.probes.other_cores() if first else path.edge_ticks
-    wall_start, faults_start = time.time(), _thread_minor_faults()
+    clock = now()
+    wall_start, faults_start = clock.wall(), clock.minor_faults()
     samples = time_calls(fn, calls, path.sync, path.window)
-    faults_end, wall_end = _thread_minor_faults(), time.time()
+    faults_end, wall_end = clock.minor_faults(), clock.wall()
     mhz_end, gpu_end, canary_end, device_end = path.probes.edge()
     ticks_end = path.edge_ticks = path.probes.other_cores()
     faults = None if faults_start is None or faults_end is None else faults_end - faults_start

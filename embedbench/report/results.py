@@ -123,11 +123,12 @@ class ResultsWriter:
 
     With ``aa_check`` it writes ``aa-raw.json`` too (empty until the first A/A records);
     without, it removes one left by an earlier run in the same directory (``--overwrite``),
-    so no stale A/A records are read with the new ones.
+    so no stale A/A records are read with the new ones. With ``directory`` None it keeps
+    them in memory only (a simulated run, ``embedbench.sim``).
     """
 
     def __init__(
-        self, directory: Path, metadata: dict[str, Any], *, aa_check: bool = False
+        self, directory: Path | None, metadata: dict[str, Any], *, aa_check: bool = False
     ) -> None:
         self.directory = directory
         self.aa_check = aa_check
@@ -136,6 +137,8 @@ class ResultsWriter:
         self.aa_records: list[dict[str, Any]] = []
         self.validation: list[dict[str, Any]] = []
         self.summary: list[dict[str, Any]] = []
+        if directory is None:
+            return
         try:
             directory.mkdir(parents=True, exist_ok=True)
             if not aa_check:
@@ -146,6 +149,10 @@ class ResultsWriter:
             ) from None
         for name, data in self._files(aa_check).items():
             write_json_atomic(directory / name, data)
+
+    def _write(self, name: str, data: Any) -> None:
+        if self.directory is not None:
+            write_json_atomic(self.directory / name, data)
 
     def _files(self, aa_check: bool) -> dict[str, Any]:
         files = {
@@ -164,42 +171,42 @@ class ResultsWriter:
     def update_metadata(self, **fields: Any) -> None:
         """Merge fields into metadata.json."""
         self.metadata.update(fields)
-        write_json_atomic(self.directory / METADATA, self.metadata)
+        self._write(METADATA, self.metadata)
 
     def add_records(self, records: list[dict[str, Any]]) -> None:
         """Append raw block records: A/A records to aa-raw.json, the rest to micro-raw.json."""
         aa, micro = split_aa_records(records)
         if micro:
             self.records.extend(micro)
-            write_json_atomic(self.directory / RAW, self.records)
+            self._write(RAW, self.records)
         if aa:
             self.aa_records.extend(aa)
-            write_json_atomic(self.directory / AA_RAW, self.aa_records)
+            self._write(AA_RAW, self.aa_records)
 
     def add_validation(self, row: dict[str, Any]) -> None:
         """Append one validation row."""
         self.validation.append(row)
-        write_json_atomic(self.directory / VALIDATION, self.validation)
+        self._write(VALIDATION, self.validation)
 
     def replace_validation(self, case: str, tokens: int, row: dict[str, Any]) -> None:
         """Replace the validation row of one case and length (another worker's verdict)."""
         self.validation = [
             row if (r["case"], r["tokens"]) == (case, tokens) else r for r in self.validation
         ]
-        write_json_atomic(self.directory / VALIDATION, self.validation)
+        self._write(VALIDATION, self.validation)
 
     def add_summary(self, row: dict[str, Any]) -> None:
         """Append one summary row."""
         self.summary.append(row)
-        write_json_atomic(self.directory / SUMMARY, self.summary)
+        self._write(SUMMARY, self.summary)
 
 
 @dataclass
 class RunResult:
     """A run's output directory, in memory (``records``: micro-raw.json's; ``aa_records``:
-    the A/A check's, from aa-raw.json)."""
+    the A/A check's, from aa-raw.json; ``directory`` None for a simulated run)."""
 
-    directory: Path
+    directory: Path | None
     metadata: dict[str, Any]
     records: list[dict[str, Any]] = field(repr=False)
     validation: list[dict[str, Any]]

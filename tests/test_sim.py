@@ -1,0 +1,93 @@
+"""The simulated host runs the kit's own pipeline in this process: the same ``RunResult``
+as ``run``, bit for bit the same for the same seed, in a fraction of a second."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from embedbench.config import RunConfig
+from embedbench.harness import clock
+from embedbench.sim import Neighbour, SimulatedHost, Simulation, Work, simulate_run
+
+SMALL = RunConfig(cases=["text", "audio"], blocks=10, processes=5)
+
+
+def _as_json(result) -> str:
+    return json.dumps(
+        [result.metadata, result.records, result.summary, result.validation], sort_keys=True
+    )
+
+
+def test_the_same_seed_gives_the_same_run_bit_for_bit():
+    first = simulate_run(SMALL, SimulatedHost(), seed=7)
+    again = simulate_run(SMALL, SimulatedHost(), seed=7)
+    other = simulate_run(SMALL, SimulatedHost(), seed=8)
+    assert _as_json(first) == _as_json(again)
+    assert _as_json(first) != _as_json(other)
+
+
+def test_a_simulated_run_has_the_shape_of_a_real_one():
+    result = simulate_run(SMALL, SimulatedHost(), seed=1)
+    assert result.directory is None and result.status == "complete"
+    assert [row["case"] for row in result.summary] == ["text", "audio"]
+    timed = [r for r in result.records if r["case"] != "timer"]
+    # 10 blocks of both forms per case, spread over 5 workers, 20 calls a block half
+    assert len(timed) == 2 * 10 * 2
+    assert {r["worker"] for r in timed} == set(range(5))
+    assert all(len(r["samples_us"]) == 20 for r in timed)
+    assert [w["worker"] for w in result.metadata["workers"]] == list(range(5))
+    assert result.metadata["host_stability"]["verdict"] == "stable"
+    assert result.metadata["schema_check"].startswith("skipped")
+    audio = result.summary_row("audio", 1172)
+    low, high = audio["reduction_ci95_pct"]
+    assert low <= audio["reduction_pct"] <= high
+    assert audio["verdict"] == "faster"  # the forms' work differs by 44 %
+    assert clock.now() is clock.REAL_CLOCK  # the simulated clock is gone after the run
+
+
+def test_the_timer_floor_is_the_clock_reads_the_window_spans():
+    host = SimulatedHost(perf_read_ns=50, thread_read_ns=600, call_overhead_ns=0, noise=0.0)
+    result = simulate_run(RunConfig(cases=["text"], blocks=2, processes=1), host, seed=0)
+    floor = [s for r in result.records if r["case"] == "timer" for s in r["samples_us"]]
+    # the PR's window: two thread-clock reads and one wall read lie between the wall reads
+    assert {round(host_us, 3) for host_us, _cpu, _done in floor} == {1.25}
+
+
+def test_the_forms_work_sets_the_reduction():
+    work = {"text": {"baseline": Work(0.0, 1000.0), "fixed": Work(0.0, 800.0)}}
+    host = SimulatedHost(
+        work=work, noise=0.0, fluctuation=0.0, outlier_rate=0.0, worker_form_regime=0.0
+    )
+    result = simulate_run(RunConfig(cases=["text"]), host, seed=3)
+    row = result.summary_row("text", 1172)
+    assert row["reduction_pct"] == pytest.approx(20.0, abs=0.1)
+
+
+def test_bursts_off_the_cpu_show_in_wall_time_not_thread_time():
+    host = SimulatedHost(burst_rate_hz=200.0, burst_us=3000.0)
+    result = simulate_run(RunConfig(cases=["text"], blocks=4, processes=2), host, seed=2)
+    calls = [s for r in result.records if r["case"] == "text" for s in r["samples_us"]]
+    lost = [host_us - cpu for host_us, cpu, _ in calls]
+    assert max(lost) >= 3000.0 * 0.99  # a whole burst inside one call
+    assert sorted(lost)[len(lost) // 2] < 5.0  # most calls lost nothing
+
+
+def test_a_neighbour_is_seen_by_the_other_cores_share():
+    host = SimulatedHost(neighbour=Neighbour("always"))
+    result = simulate_run(RunConfig(cases=["text"], blocks=4, processes=2), host, seed=4)
+    busy = [r["other_cores_busy"] for r in result.records if r["case"] == "text"]
+    assert min(b for b in busy if b is not None) > 0.9
+
+
+def test_the_stored_reference_follows_the_simulated_clock():
+    with_reference = Simulation(SimulatedHost(), seed=5)
+    try:
+        for _ in range(3):
+            with_reference.run(SMALL)
+        result = with_reference.run(SMALL)
+    finally:
+        with_reference.close()
+    reference = result.metadata["host_stability"]["host_reference"]
+    assert reference["runs"] == 3 and reference["level"] is not None
