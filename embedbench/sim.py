@@ -277,7 +277,12 @@ class SimClock:
         host = self.host
         on_s = host.neighbour.on_time(t_s)
         other_busy = on_s + (t_s - on_s) * host.idle_busy_share
-        measuring_busy = self.cpu_ns / 1e9 + self.busy_ns / 1e9
+        # Bursts take the measuring core whether or not the kit runs there: their share of
+        # the time the kit leaves it idle, beside the time they took from its calls.
+        load = host.burst_rate_hz * host.burst_us / 1e6
+        duty = load / (1 + load)
+        own = (self.cpu_ns + self.busy_ns) / 1e9
+        measuring_busy = own + duty * max(t_s - own, 0.0)
         ticks = {c: measuring_busy if c == self.measuring_core else other_busy for c in SIM_CORES}
         return {c: (int(busy * HZ), int(max(t_s - busy, 0.0) * HZ)) for c, busy in ticks.items()}
 

@@ -87,11 +87,12 @@ TIERS = {
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),
         *("test_intervals.py", "test_report.py", "test_run_guards.py", "test_schema_compat.py"),
         *("test_selftest.py", "test_windows.py", "test_workers.py", "test_quiet_parent.py"),
-        "test_interference.py",  # a memory hog on the other core, real runs under it
+        "test_interference.py",  # neighbours and bursts on the simulated host: seconds
         "test_torch_free.py",  # CLI subprocesses with torch blocked; its notebook test: notebook
         "test_paired_factory.py",  # a factory's callables in worker processes; refusals: unit
         "test_optional_deps.py",  # runs without platformdirs and jsonschema; the writer: unit
         "test_third_family.py",  # a test-only family: synthesized, run, reported, compared
+        "test_promises.py",  # hundreds of seeded runs on the simulated host: about a minute
     ],
     "notebook": ["test_notebooks.py"],
     "integration": ["test_vllm_omni_integration.py"],

@@ -91,3 +91,20 @@ def test_the_stored_reference_follows_the_simulated_clock():
         with_reference.close()
     reference = result.metadata["host_stability"]["host_reference"]
     assert reference["runs"] == 3 and reference["level"] is not None
+
+
+def test_the_kits_own_start_stall_and_a_slow_first_worker_leave_the_verdicts_right():
+    # As found on real hosts: slow calls in each worker's first timed block, and a first
+    # worker slower than the rest. Both move levels, not the forms' ratio.
+    host = SimulatedHost(start_stall_calls=6, first_worker_slowdown=0.10)
+    result = simulate_run(RunConfig(cases=["text", "audio"]), host, seed=11)
+    first = min(
+        (r for r in result.records if r["case"] != "timer" and r["worker"] == 0),
+        key=lambda r: r["wall_start"],
+    )
+    assert sum(host_us > 20_000 for host_us, _, _ in first["samples_us"]) >= 1
+    text, audio = result.summary_row("text", 1172), result.summary_row("audio", 1172)
+    assert text["verdict"] == "no detectable difference"
+    truth = 100 * (1 - 1100 / 1975)
+    low, high = audio["reduction_ci95_pct"]
+    assert audio["verdict"] == "faster" and low <= truth <= high

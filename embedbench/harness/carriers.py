@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from embedbench.harness.robust import robust_sd
+
 __all__ = [
     "CALIBRATION_PAIRS",
     "CALIBRATION_ROUNDS",
@@ -165,8 +167,8 @@ def difference_us(slow: Call, fast: Call) -> Calibration:
             times[side].append(clock() - start)
         per_round.append((statistics.median(times[0]) - statistics.median(times[1])) / 1e3)
     centre = statistics.median(per_round)
-    mad = statistics.median(abs(x - centre) for x in per_round)
-    return Calibration(centre, per_round, 1.25 * 1.4826 * mad / CALIBRATION_ROUNDS**0.5)
+    error = 1.25 * robust_sd(per_round, centre) / CALIBRATION_ROUNDS**0.5
+    return Calibration(centre, per_round, error)
 
 
 @dataclass

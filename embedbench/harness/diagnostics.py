@@ -32,6 +32,7 @@ from scipy import stats as sps
 from embedbench.cases import VARIANTS
 from embedbench.harness import stats
 from embedbench.harness.blocks import HOST, BlockTable
+from embedbench.harness.robust import MAD_SCALE, robust_sd
 from embedbench.jsonvalues import plain
 
 __all__ = [
@@ -67,7 +68,6 @@ __all__ = [
 ]
 
 ALPHA = 0.05
-MAD_SCALE = 1.4826  # makes the MAD a consistent estimator of a normal sd
 MAD_K = 3.0
 TUKEY_K = 1.5
 MHZ_TOLERANCE_PCT = 2.0
@@ -218,7 +218,7 @@ class Outliers(_JsonMixin):
 def _fences(d: np.ndarray, rule: str, k: float) -> tuple[float, float, float]:
     center = float(np.median(d))
     if rule == "mad":
-        scale = MAD_SCALE * float(np.median(np.abs(d - center)))
+        scale = robust_sd(d, center)
         if scale == 0.0:
             # More than half the blocks share one value: fall back to the mean deviation.
             scale = math.sqrt(math.pi / 2.0) * float(np.mean(np.abs(d - center)))

@@ -53,6 +53,7 @@ import numpy as np
 
 from embedbench.harness.preemption import PREEMPTED_LIMIT, preempted_shares
 from embedbench.harness.records import field_of
+from embedbench.harness.robust import robust_sd
 
 __all__ = [
     "MIN_READS",
@@ -573,7 +574,7 @@ def reference_from(
     level = float(np.median(levels))
     spread = None
     if len(recent) >= REFERENCE_SPREAD_RUNS:
-        spread = float(1.4826 * np.median(np.abs(levels - level)) / level)
+        spread = robust_sd(levels, centre=level) / level
     return HostReference(level, len(recent), float(recent[0]["time"]), spread)
 
 

@@ -50,6 +50,7 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from embedbench.harness.robust import robust_sd
 from embedbench.jsonvalues import plain
 
 __all__ = [
@@ -412,7 +413,7 @@ def within_worker_variance(
         inverse_blocks.append(1.0 / d.size)
     if not deviations:
         return None
-    scale = 1.4826 * float(np.median(np.abs(np.concatenate(deviations))))
+    scale = robust_sd(np.concatenate(deviations), centre=0.0)
     return scale**2 * float(np.mean(inverse_blocks))
 
 
