@@ -22,7 +22,7 @@ from embedbench.harness.interrupts import StopFlag
 from embedbench.harness.ioguard import IoReading, wait_for_quiet_io
 from embedbench.harness.isolation import ContentionReading, allowed_cores, check_contention
 from embedbench.harness.parentcore import ParentAffinity, pinned_away
-from embedbench.measure import Emit, Share, measure_share
+from embedbench.measure import Backend, Emit, Share, measure_share
 from embedbench.omni import checkpoint
 from embedbench.spawn import EventSink, run_worker
 
@@ -72,8 +72,10 @@ class RunHost(Protocol):
         *,
         check_stop: Callable[[], None],
         before_case: Callable[[str, int], None],
+        backend: Backend | None = None,
     ) -> None:
-        """Measure ``share`` in this process (``processes=1``)."""
+        """Measure ``share`` in this process (``processes=1``, or a pair of callables);
+        ``backend`` says what is measured (default: the share's own)."""
         ...
 
     def run_worker(
@@ -84,8 +86,10 @@ class RunHost(Protocol):
         log: Log,
         *,
         spawning: Callable[[], AbstractContextManager[None]],
+        env: dict[str, str] | None = None,
     ) -> None:
-        """Measure ``share`` in a worker of its own, feeding its events to ``collector``."""
+        """Measure ``share`` in a worker of its own (``env``: its environment), feeding its
+        events to ``collector``."""
         ...
 
 
@@ -126,8 +130,9 @@ class RealHost:
         *,
         check_stop: Callable[[], None],
         before_case: Callable[[str, int], None],
+        backend: Backend | None = None,
     ) -> None:
-        measure_share(share, emit, check_stop=check_stop, before_case=before_case)
+        measure_share(share, emit, check_stop=check_stop, before_case=before_case, backend=backend)
 
     def run_worker(
         self,
@@ -137,8 +142,9 @@ class RealHost:
         log: Log,
         *,
         spawning: Callable[[], AbstractContextManager[None]],
+        env: dict[str, str] | None = None,
     ) -> None:
-        run_worker(share, collector, stop, log, spawning=spawning)
+        run_worker(share, collector, stop, log, spawning=spawning, env=env)
 
 
 def host_reference_path() -> Path:

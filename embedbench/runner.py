@@ -36,6 +36,7 @@ from embedbench.config import (
     DEFAULT_PROCESSES,
     SMALL_DESIGN_DF,
     RunConfig,
+    current_entry_point,
     default_output_dir,
 )
 from embedbench.errors import ConfigError, EmbedbenchError
@@ -51,16 +52,14 @@ from embedbench.harness import (
 )
 from embedbench.harness.design import DERIVED, GIVEN, keyword_spelling
 from embedbench.harness.devices import resolve_device
-from embedbench.harness.hostlock import HostLock, host_lock
+from embedbench.harness.hostlock import HostLock
 from embedbench.harness.interrupts import RunInterrupted, StopFlag, stop_requests
 from embedbench.harness.ioguard import IoReading, guard_window_s
 from embedbench.harness.isolation import (
     ContentionReading,
-    allowed_cores,
-    check_contention,
     resolve_cpu_core,
 )
-from embedbench.harness.parentcore import ParentAffinity, measuring_here, pinned_away
+from embedbench.harness.parentcore import ParentAffinity, measuring_here
 from embedbench.harness.parentwatch import ParentActivity
 from embedbench.harness.timing import (
     AA_SCOPE,
@@ -79,7 +78,6 @@ from embedbench.measure import (
     Share,
     calls_per_share,
     load_factory,
-    measure_share,
     worker_paths,
 )
 from embedbench.omni import checkpoint, families
@@ -88,7 +86,7 @@ from embedbench.report import summary
 from embedbench.report.results import ResultsWriter, RunResult, check_output_dir
 from embedbench.report.schema import OWN_REFS, PR_VERSION_KEYS
 from embedbench.runhost import RealHost, RunHost, host_reference_path
-from embedbench.spawn import WorkerError, run_worker, worker_environment
+from embedbench.spawn import WorkerError, worker_environment
 
 __all__ = [
     "HOISTED_TARGET_FIELDS",
@@ -354,6 +352,7 @@ def _metadata(
         "metric_order": list(METRIC_ORDER),
         "environment": sysinfo.allowed_environment(),
         "config": config.to_json(),
+        "entry_point": current_entry_point(),
         # The original script's top-level fields, for whoever reads its output.
         "baseline_ref": target_refs.get("baseline_ref"),
         "checkout": target_refs.get("checked_out_commit"),
@@ -906,6 +905,7 @@ def paired_benchmark(
     allow_busy: bool = False,
     timing_window: str = windows.DEFAULT_WINDOW,
     processes: int | None = None,
+    host: RunHost | None = None,
 ) -> PairedResult:
     """Time two zero-argument callables, ``{"baseline": f, "fixed": g}``, like ``run`` does.
 
@@ -921,8 +921,10 @@ def paired_benchmark(
     between-process t interval, which predicts a rerun (``_paired_in_workers``).
     Unset, ``processes`` is RunConfig's: the most, up to 5, that ``blocks // 2`` allows
     (one line on stderr when that is fewer than 5); ``processes_source`` of the result
-    says whether it was given or derived.
+    says whether it was given or derived. ``host``: where it measures (default: this
+    machine; ``embedbench.sim.simulate_pair`` passes a simulated one).
     """
+    host = host if host is not None else RealHost()
     design = {
         "warmup": warmup,
         "blocks": blocks,
@@ -934,7 +936,7 @@ def paired_benchmark(
     }
     if isinstance(variants, str):
         config = RunConfig(**design, allow_busy=allow_busy, processes=processes)
-        return _paired_in_workers(variants, config)
+        return _paired_in_workers(variants, config, host)
     if set(variants) != set(VARIANTS):
         raise ConfigError(f"variants must be exactly {list(VARIANTS)}, got {list(variants)}")
     if processes is not None and processes != 1:
@@ -946,25 +948,32 @@ def paired_benchmark(
     source = DERIVED if processes is None else GIVEN
     checked = RunConfig(**design, processes=1)
     return dataclasses.replace(
-        _paired_in_process(variants, checked, allow_busy), processes_source=source
+        _paired_in_process(variants, checked, allow_busy, host), processes_source=source
     )
 
 
 def _paired_in_process(
-    variants: dict[str, Callable[[], Any]], checked: RunConfig, allow_busy: bool
+    variants: dict[str, Callable[[], Any]], checked: RunConfig, allow_busy: bool, host: RunHost
 ) -> PairedResult:
     """Every block of ``variants`` in this process, pinned to the measuring core: the one
-    measuring sequence (``measure.measure_share``) with the callables as its backend."""
+    measuring sequence (``measure.measure_share``) with the callables as its backend,
+    under the host lock, the I/O guard and the contention guard."""
     dev = resolve_device(checked.device)
     core = resolve_cpu_core(checked.cpu_core)
     config = dataclasses.replace(checked, allow_busy=allow_busy)
     (share,) = _factory_shares(None, config, core, str(dev))
     collector = _PairedCollector(_stderr)
-    with host_lock():
-        check_contention(core, allow_busy=allow_busy, candidates=allowed_cores())
+    with host.lock():
+        host.quiet_io(allow_busy=allow_busy, log=_stderr)
+        host.contention(core, allow_busy=allow_busy, candidates=host.allowed_cores())
         with stop_requests() as stop:
-            backend = PairBackend({name: variants[name] for name in VARIANTS})
-            measure_share(share, collector.handle, check_stop=stop.check, backend=backend)
+            host.measure_here(
+                share,
+                collector.handle,
+                check_stop=stop.check,
+                before_case=lambda _case, _tokens: None,
+                backend=PairBackend({name: variants[name] for name in VARIANTS}),
+            )
     collector.worker_finished(share.worker, 0)
     return collector.result(config)
 
@@ -1047,11 +1056,11 @@ def _factory_shares(spec: str | None, config: RunConfig, core: int, device: str)
     ]
 
 
-def _paired_in_workers(spec: str, config: RunConfig) -> PairedResult:
+def _paired_in_workers(spec: str, config: RunConfig, host: RunHost) -> PairedResult:
     """A factory's blocks over ``config.processes`` fresh workers, one after the other on
-    the measuring core, under the host lock and the contention guard (again between
-    workers), this process pinned away meanwhile. The factory is imported and called
-    here first, so a bad one is refused before any worker starts."""
+    the measuring core, under the host lock, the I/O guard and the contention guard (both
+    again between workers), this process pinned away meanwhile. The factory is imported
+    and called here first, so a bad one is refused before any worker starts."""
     loaded = load_factory(spec)
     for note in config.design.notes(keyword_spelling):  # a derived processes, once checked
         _stderr(f"paired_benchmark: {note}")
@@ -1060,16 +1069,19 @@ def _paired_in_workers(spec: str, config: RunConfig) -> PairedResult:
     dev = resolve_device(config.device)
     core = resolve_cpu_core(config.cpu_core)
     collector = _PairedCollector(_stderr)
-    with host_lock():
-        affinity = allowed_cores()
-        check_contention(core, allow_busy=config.allow_busy, candidates=affinity)
-        with stop_requests() as stop, pinned_away(core, affinity) as parent:
+    allow_busy = config.allow_busy
+    with host.lock():
+        affinity = host.allowed_cores()
+        host.quiet_io(allow_busy=allow_busy, log=_stderr)
+        host.contention(core, allow_busy=allow_busy, candidates=affinity)
+        with stop_requests() as stop, host.pinned_away(core, affinity) as parent:
             for share in _factory_shares(spec, config, core, str(dev)):
                 stop.check()
                 if share.worker:
                     window = guard_window_s(RECHECK_WINDOW_S)
-                    check_contention(
-                        core, allow_busy=config.allow_busy, candidates=affinity, window_s=window
+                    host.quiet_io(allow_busy=allow_busy, log=_stderr, window_s=window)
+                    host.contention(
+                        core, allow_busy=allow_busy, candidates=affinity, window_s=window
                     )
-                run_worker(share, collector, stop, _stderr, spawning=parent.spawning, env=env)
+                host.run_worker(share, collector, stop, _stderr, spawning=parent.spawning, env=env)
     return collector.result(config)

@@ -23,8 +23,9 @@ What the model holds (``SimulatedHost``; docs/development.md, "The simulated hos
 - the kit's own interference, as found on real hosts: slow calls at the start of each
   worker's first timed block, and a first worker slowed while the parent still works.
 
-What it leaves out: torch (no table, no validation: every case validates), the device,
-the I/O guard (always quiet) and the parent's own files.
+What it leaves out: torch (no table, no validation: every case validates; each form's
+per-call ledger is the one its lookups imply, ``sim_ledger``), the device, the I/O guard
+(always quiet) and the parent's own files.
 """
 
 from __future__ import annotations
@@ -48,7 +49,16 @@ from embedbench.harness.ioguard import IoReading
 from embedbench.harness.isolation import ContentionReading, check_contention
 from embedbench.harness.parentcore import ParentAffinity
 from embedbench.harness.timing import BlockProbes, no_sync
-from embedbench.measure import Calls, Emit, Loaded, Share, case_order, measure_share
+from embedbench.measure import (
+    Backend,
+    Calls,
+    Emit,
+    Loaded,
+    Share,
+    backend_for,
+    case_order,
+    measure_share,
+)
 from embedbench.omni import checkpoint, families
 from embedbench.report.results import RunResult
 
@@ -58,7 +68,10 @@ __all__ = [
     "SimulatedHost",
     "Simulation",
     "Work",
+    "simulate_pair",
     "simulate_run",
+    "simulation",
+    "spender",
 ]
 
 # The simulated machine: two cores, the clock's tick rate for /proc/stat.
@@ -344,13 +357,19 @@ class _SimIsolation:
 
 
 class SimBackend:
-    """``measure.Backend`` on the simulated host: each case's two forms spend its work."""
+    """``measure.Backend`` on the simulated host: each case's two forms spend its work,
+    or, with ``work`` (a ``measure.PairBackend``), a pair of callables that spend it
+    themselves (``simulate_pair``); the canary, the probes and the isolation are the
+    simulated host's either way."""
 
-    def __init__(self, sim: SimClock) -> None:
+    def __init__(self, sim: SimClock, work: Backend | None = None) -> None:
         self.sim = sim
+        self.work = work
 
     def load(self, share: Share) -> Loaded:
         self.sim.start_worker(share.worker, share.config.warmup)
+        if self.work is not None:
+            return self.work.load(share)
         ready = {
             "target": "simulated",
             "target_metadata": {"simulated": True},
@@ -361,16 +380,17 @@ class SimBackend:
         return Loaded(ready, no_sync)
 
     def cases(self, share: Share) -> list[tuple[int, str]]:
-        return case_order(share)
+        return self.work.cases(share) if self.work is not None else case_order(share)
 
     def case_calls(
         self, share: Share, loaded: Loaded, case: str, tokens: int
     ) -> tuple[Calls, dict[str, Any] | None]:
+        if self.work is not None:
+            return self.work.case_calls(share, loaded, case, tokens)
         forms = self.sim.host.forms(case)
         spend = self.sim.spend
         calls = {name: _spender(spend, work, name) for name, work in forms.items()}
-        family = share.config.family if share.config.family != "auto" else families.default().name
-        lookups = expected_lookups(family, case) if case in CASES else {"baseline": 1, "fixed": 1}
+        family, lookups = _lookups(share, case)
         row = {
             "case": case,
             "tokens": tokens,
@@ -384,6 +404,15 @@ class SimBackend:
             "simulated": True,
         }
         return calls, row
+
+    def ledger(
+        self, share: Share, case: str, tokens: int, calls: Calls
+    ) -> dict[str, dict[str, Any]] | None:
+        if self.work is not None:  # simulated callables dispatch no operator: nothing to count
+            return None
+        family, lookups = _lookups(share, case)
+        hidden = families.get(family).hidden_size
+        return {name: sim_ledger(count, tokens, hidden) for name, count in lookups.items()}
 
     def canary(self, share: Share, loaded: Loaded) -> SimCanary:
         return SimCanary(self.sim)
@@ -405,6 +434,32 @@ class SimBackend:
         """Nothing: no tensors are made (a real collection would take 0.1 s a case)."""
 
 
+def _lookups(share: Share, case: str) -> tuple[str, dict[str, int]]:
+    """The share's family and the text lookups each form makes on ``case``."""
+    family = share.config.family if share.config.family != "auto" else families.default().name
+    lookups = expected_lookups(family, case) if case in CASES else {"baseline": 1, "fixed": 1}
+    return family, lookups
+
+
+def sim_ledger(lookups: int, tokens: int, hidden: int) -> dict[str, Any]:
+    """The per-call ledger (docs/format.md, "work.json") of ``lookups`` text lookups of
+    ``tokens`` ids into a bf16 table ``hidden`` wide, and nothing else: each widens its
+    int32 ids to int64, then gathers its rows."""
+    rows, wide = tokens * hidden * 2, tokens * 8
+    embedding = {"read": lookups * (wide + rows), "written": lookups * rows}
+    widen = {"read": lookups * tokens * 4, "written": lookups * wide}
+    written = embedding["written"] + widen["written"]
+    return {
+        "ops": {"aten.embedding": lookups, "aten.to": lookups},
+        "op_bytes": {"aten.embedding": embedding, "aten.to": widen},
+        "bytes_read": embedding["read"] + widen["read"],
+        "bytes_written": written,
+        "bytes_allocated": written,
+        "syncs": 0,
+        "kernels": None,
+    }
+
+
 def _spender(spend: Callable[..., None], work: Work, form: str) -> Callable[[], None]:
     def call() -> None:
         spend(work, timed=True, form=form)
@@ -423,7 +478,6 @@ class SimRunHost:
 
     def __init__(self, sim: SimClock, reference: Path) -> None:
         self.sim = sim
-        self.backend = SimBackend(sim)
         self.reference = reference
 
     def lock(self) -> contextlib.AbstractContextManager[Any]:
@@ -480,9 +534,14 @@ class SimRunHost:
         *,
         check_stop: Callable[[], None],
         before_case: Callable[[str, int], None],
+        backend: Backend | None = None,
     ) -> None:
         measure_share(
-            share, emit, check_stop=check_stop, before_case=before_case, backend=self.backend
+            share,
+            emit,
+            check_stop=check_stop,
+            before_case=before_case,
+            backend=SimBackend(self.sim, backend),
         )
 
     def run_worker(
@@ -493,8 +552,11 @@ class SimRunHost:
         log: Any,
         *,
         spawning: Any,
+        env: dict[str, str] | None = None,
     ) -> None:
-        measure_share(share, collector.handle, check_stop=stop.check, backend=self.backend)
+        work = backend_for(share) if share.factory is not None else None
+        backend = SimBackend(self.sim, work)
+        measure_share(share, collector.handle, check_stop=stop.check, backend=backend)
         collector.worker_finished(share.worker, 0)
 
 
@@ -590,6 +652,41 @@ def simulate_run(config: RunConfig, host: SimulatedHost, seed: int) -> RunResult
         return simulation.run(config)
     finally:
         simulation.close()
+
+
+def spender(work: Work, form: str | None = None) -> Callable[[], None]:
+    """A zero-argument callable that spends ``work`` on the simulated host in force (for
+    a pair of ``simulate_pair``, or a factory's callables in a simulated worker)."""
+
+    def call() -> None:
+        active = clock.now()
+        if not isinstance(active, SimClock):
+            raise RuntimeError("a simulated callable runs only on a simulated host")
+        active.spend(work, timed=True, form=form)
+
+    return call
+
+
+def simulate_pair(
+    variants: dict[str, Callable[[], Any]] | str,
+    host: SimulatedHost,
+    seed: int,
+    **design: Any,
+) -> Any:
+    """``runner.paired_benchmark(variants, **design)`` on a fresh simulated ``host``: a dict
+    of callables (``spender``) in this process, or a factory ``"package.module:function"``
+    whose callables spend simulated work, spread over simulated worker processes."""
+    from embedbench.runner import paired_benchmark
+
+    sim = Simulation(host, seed)
+    try:
+        sim.clock.run_speed = math.exp(host.run_regime * sim.rng.normal())
+        run_host = SimRunHost(sim.clock, sim.workdir / "host-reference.json")
+        design.setdefault("cpu_core", 0)
+        with clock.using(sim.clock):
+            return paired_benchmark(variants, host=run_host, **design)
+    finally:
+        sim.close()
 
 
 @contextlib.contextmanager

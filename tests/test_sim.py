@@ -4,12 +4,22 @@ as ``run``, bit for bit the same for the same seed, in a fraction of a second.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from embedbench.config import RunConfig
+from embedbench.errors import ContentionError
 from embedbench.harness import clock
-from embedbench.sim import Neighbour, SimulatedHost, Simulation, Work, simulate_run
+from embedbench.sim import (
+    Neighbour,
+    SimulatedHost,
+    Simulation,
+    Work,
+    simulate_pair,
+    simulate_run,
+    spender,
+)
 
 SMALL = RunConfig(cases=["text", "audio"], blocks=10, processes=5)
 
@@ -108,3 +118,73 @@ def test_the_kits_own_start_stall_and_a_slow_first_worker_leave_the_verdicts_rig
     truth = 100 * (1 - 1100 / 1975)
     low, high = audio["reduction_ci95_pct"]
     assert audio["verdict"] == "faster" and low <= truth <= high
+
+
+PAIR_DESIGN = {"warmup": 5, "blocks": 12, "iterations": 10}
+SUPPORT = str(Path(__file__).resolve().parent / "support")
+
+
+@pytest.fixture
+def sim_factory(monkeypatch):
+    monkeypatch.syspath_prepend(SUPPORT)
+    return "sim_factories:planted"
+
+
+def _planted_pair():
+    return {
+        "baseline": spender(Work(0.0, 1000.0), "baseline"),
+        "fixed": spender(Work(0.0, 800.0), "fixed"),
+    }
+
+
+def test_paired_benchmark_in_process_runs_the_same_sequence_on_the_simulated_host():
+    # One process: its interval cannot see a process's own form effects, so none here.
+    host = SimulatedHost(worker_form_regime=0.0)
+    result = simulate_pair(_planted_pair(), host, seed=1, **PAIR_DESIGN)
+    low, high = result.reduction_ci95_pct
+    assert low <= 20.0 <= high and result.verdict == "faster"
+    assert len(result.records) == 2 * PAIR_DESIGN["blocks"]
+    assert len(result.timer_floor) == 10
+    assert result.host_stability.probes == 2  # before the timer floor and before the pair
+
+
+def test_a_factory_pair_is_spread_over_simulated_workers(sim_factory):
+    # No form-specific worker regime: every worker's truth is the planted 20 %.
+    host = SimulatedHost(worker_form_regime=0.0)
+    result = simulate_pair(sim_factory, host, seed=2, processes=3, **PAIR_DESIGN)
+    assert {r.worker for r in result.records} == {0, 1, 2}
+    low, high = result.reduction_ci95_pct
+    assert low <= 20.0 <= high
+    assert result.host_stability.probes == 6
+
+
+ENTRY_POINTS = ("run, workers", "run, one process", "pair, in process", "pair, factory")
+
+
+def _measure(entry: str, host: SimulatedHost, allow_busy: bool, factory: str):
+    if entry.startswith("run"):
+        processes = 2 if entry == "run, workers" else 1
+        config = RunConfig(cases=["text"], blocks=4, processes=processes, allow_busy=allow_busy)
+        return simulate_run(config, host, seed=5).metadata["host_stability"]["verdict"]
+    variants = factory if entry == "pair, factory" else _planted_pair()
+    processes = 2 if entry == "pair, factory" else None
+    result = simulate_pair(
+        variants, host, seed=5, allow_busy=allow_busy, processes=processes, **PAIR_DESIGN
+    )
+    return result.host_stability.verdict
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_every_entry_point_refuses_a_busy_measuring_core(entry, sim_factory):
+    # Bursts that hold two thirds of the measuring core: the contention guard's bar.
+    host = SimulatedHost(burst_rate_hz=600.0, burst_us=3000.0)
+    with pytest.raises(ContentionError) as refused:
+        _measure(entry, host, allow_busy=False, factory=sim_factory)
+    assert "\n" not in str(refused.value) and "--allow-busy" in str(refused.value)
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_every_entry_point_labels_bursts_under_the_guards_bar(entry, sim_factory):
+    host = SimulatedHost(burst_rate_hz=100.0, burst_us=3000.0)
+    assert _measure(entry, host, allow_busy=True, factory=sim_factory) == "noisy"
+    assert _measure(entry, SimulatedHost(), allow_busy=True, factory=sim_factory) == "stable"
