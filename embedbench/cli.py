@@ -21,7 +21,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from embedbench.config import RunConfig, cli_flag, parse_float, parse_int
+from embedbench.config import ENTRY_CLI, RunConfig, cli_flag, entry_point, parse_float, parse_int
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
@@ -278,7 +278,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # a bad argument is refused before torch is imported
     from embedbench.runner import run
 
-    result = run(config, progress=not args.no_progress)
+    with entry_point(ENTRY_CLI):  # recorded, so the PR comment reproduces it as a CLI run
+        result = run(config, progress=not args.no_progress)
     print_report(result)
     print(f"\nresults: {result.directory}")
     return EXIT_OK if result.all_valid else EXIT_INVALID

@@ -11,7 +11,9 @@ import ast
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,10 @@ __all__ = [
     "DEFAULT_BASELINE_REF",
     "DEFAULT_RESULTS_ROOT",
     "DEVICES",
+    "ENTRY_API",
+    "ENTRY_CLI",
+    "ENTRY_NOTEBOOK",
+    "ENTRY_POINTS",
     "FAMILY_CHOICES",
     "LM_SHIMS",
     "SMALL_DESIGN_DF",
@@ -35,7 +41,9 @@ __all__ = [
     "ReportConfig",
     "RunConfig",
     "cli_flag",
+    "current_entry_point",
     "default_output_dir",
+    "entry_point",
     "parse_float",
     "parse_int",
     "parse_list",
@@ -54,6 +62,13 @@ LM_SHIMS = ("flat", "production")
 # registered when embedbench is imported (one registered later is accepted too).
 FAMILY_CHOICES = (families.AUTO_FAMILY, *families.names())
 DEFAULT_RESULTS_ROOT = "embedbench-results"
+# How a run was started, recorded as metadata.json's ``entry_point`` (docs/format.md):
+# the PR comment's reproducing command is that entry point's (docs/usage.md).
+ENTRY_CLI = "cli"
+ENTRY_NOTEBOOK = "notebook"
+ENTRY_API = "api"
+ENTRY_POINTS = (ENTRY_CLI, ENTRY_NOTEBOOK, ENTRY_API)
+_ENTRY_POINT: ContextVar[str] = ContextVar("embedbench_entry_point", default=ENTRY_API)
 # A design with this many degrees of freedom or fewer between its workers (3 workers) gets
 # a line after its first worker saying the smallest reduction it can call.
 SMALL_DESIGN_DF = 2
@@ -389,6 +404,24 @@ class CompareConfig:
         set_(self, "max_slowdown_pct", parse_max_slowdown(self.max_slowdown_pct))
         allow = _as_bool("allow_mixed_windows", self.allow_mixed_windows)
         set_(self, "allow_mixed_windows", allow)
+
+
+@contextmanager
+def entry_point(kind: str) -> Iterator[None]:
+    """Runs started inside this block record ``kind`` (one of ``ENTRY_POINTS``) as their
+    entry point: the CLI's ``run`` and run.ipynb wrap their call of ``run`` in it."""
+    if kind not in ENTRY_POINTS:
+        raise ConfigError(f"unknown entry point {kind!r}; choose from {', '.join(ENTRY_POINTS)}")
+    token = _ENTRY_POINT.set(kind)
+    try:
+        yield
+    finally:
+        _ENTRY_POINT.reset(token)
+
+
+def current_entry_point() -> str:
+    """The entry point a run started now records: ``api`` outside ``entry_point``."""
+    return _ENTRY_POINT.get()
 
 
 def default_output_dir(now: str) -> Path:

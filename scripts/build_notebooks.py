@@ -123,6 +123,7 @@ RUN = new_notebook(
             from IPython.display import HTML, display
 
             from embedbench import RunConfig, run
+            from embedbench.config import ENTRY_NOTEBOOK, entry_point
 
             from embedbench.report import sections, tables
             from embedbench.report.sections import show
@@ -140,9 +141,16 @@ RUN = new_notebook(
                 tables.styled(tables.environment_table())
                 """)
         ),
-        md("## Measurement"),
+        md("""
+            ## Measurement
+
+            The run records that it was started here, so its PR comment
+            (`embedbench report DIR --pr-comment OUT.md`) gives this notebook's papermill
+            line to reproduce it.
+            """),
         code("""
-            result = run(config, log=print)
+            with entry_point(ENTRY_NOTEBOOK):
+                result = run(config, log=print)
             print(f"results: {result.directory}")
             """),
         *REPORT_CELLS,

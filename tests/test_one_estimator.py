@@ -161,21 +161,27 @@ def _row(case: str, workers: list[int] | None, seed: int) -> dict:
     return {"case": case, "tokens": 300, **pair.to_json(), "valid": True}
 
 
-def test_the_pr_table_shows_the_prs_statistic_beside_a_one_process_headline():
+def _pr_ratio(shown: dict) -> float:
+    """The PR's 1 − After/Before of a PR-table row's own (printed) Before and After, %."""
+    return 100.0 * (1.0 - float(shown["After (μs)"]) / float(shown["Before (μs)"]))
+
+
+def test_a_one_process_pr_table_is_the_prs_four_columns_of_the_prs_statistic():
     rows = [_row("text", None, 1), _row("audio", None, 2)]
-    table = tables.pr_table(_run(rows, 1))
-    assert list(table.columns) == [*tables.PR_COLUMNS, tables.PR_STATISTIC]
+    result = _run(rows, 1)
+    table = tables.pr_table(result)
+    assert list(table.columns) == list(tables.PR_COLUMNS)
     for shown, row in zip(table.to_dict("records"), rows, strict=True):
-        assert shown["Host latency reduction"] == f"{row['reduction_pct']:.2f}%"
-        ratio = 100.0 * (1.0 - float(shown["After (μs)"]) / float(shown["Before (μs)"]))
-        assert float(shown[tables.PR_STATISTIC].rstrip("%")) == pytest.approx(ratio, abs=0.02)
-        assert shown[tables.PR_STATISTIC] == f"{row['pr_reduction_pct']:.2f}%"
+        assert shown["Host latency reduction"] == f"{row['pr_reduction_pct']:.2f}%"
+        reduction = float(shown["Host latency reduction"].rstrip("%"))
+        assert reduction == pytest.approx(_pr_ratio(shown), abs=0.02)
+    # The interval's own (Hodges–Lehmann) estimate differs, and is in the verdict's table.
+    assert any(r["reduction_pct"] != pytest.approx(r["pr_reduction_pct"], abs=0.01) for r in rows)
+    verdict, _, _ = tables.verdict_tables(result)
+    assert list(verdict["Estimate"]) == [f"{r['reduction_pct']:.2f}%" for r in rows]
     lines = tables.to_pr_markdown(table).splitlines()
-    assert lines[0] == (
-        "| Input | Before (μs) | After (μs) | Host latency reduction "
-        "| PR statistic (1 − After/Before) |"
-    )
-    assert lines[1] == "| --- | ---: | ---: | ---: | ---: |"
+    assert lines[0] == "| Input | Before (μs) | After (μs) | Host latency reduction |"
+    assert lines[1] == "| --- | ---: | ---: | ---: |"
 
 
 def test_the_pr_table_keeps_the_prs_four_columns_with_workers():
@@ -230,11 +236,91 @@ def test_a_schema_3_run_reads_with_the_headline_inside_its_interval(tmp_path):
     assert audio["reduction_pct"] == audio["pr_reduction_pct"] == new[1]["pr_reduction_pct"]
     assert image["pr_reduction_pct"] is None
     table = tables.pr_table(result)
-    assert list(table.columns) == [*tables.PR_COLUMNS, tables.PR_STATISTIC]
-    assert list(table[tables.PR_STATISTIC])[2] == "invalid"
+    assert list(table.columns) == list(tables.PR_COLUMNS)
+    assert list(table["Host latency reduction"]) == [
+        f"{new[0]['pr_reduction_pct']:.2f}%",
+        f"{new[1]['pr_reduction_pct']:.2f}%",
+        "invalid",
+    ]
     assert set(tables.statistics_table(result)["Verdict"]) <= {
         stats.FASTER,
         stats.SLOWER,
         stats.NO_DIFFERENCE,
         stats.INVALID,
     }
+
+
+# The original script's files, field by field (tests/helpers.py lists them with its source).
+ORIGINAL_RECORD_KEYS = (
+    *("device", "case", "tokens", "scope", "variant", "block", "iterations"),
+    *("samples_us", "wall_start", "wall_end", "cpu_mhz_start", "cpu_mhz_end"),
+)
+
+
+def _write_original_run(directory: Path) -> None:
+    """An original-format run of Text and Audio (one process, as the script times)."""
+    from test_figures import make_result
+
+    made = make_result(cases=("text", "audio"), workers=1, blocks=BLOCKS, seed=3)
+    records = [{k: r[k] for k in ORIGINAL_RECORD_KEYS} for r in made.records]
+    lookups = {"text": {"baseline": 1, "fixed": 1}, "audio": {"baseline": 2, "fixed": 1}}
+    files = {
+        "metadata.json": {
+            **{"baseline_ref": "01a2f93256975c7ff9565c5414b0fe0225bc4765", "checkout": "f" * 40},
+            **{"torch": "2.13.0+cu129", "vllm": "0.29.0", "transformers": "5.14.0"},
+            **{"gpu": "NVIDIA H100 80GB", "cpu_core": 2, "torch_cpu_threads": 1},
+            **{"warmup": 2, "blocks": BLOCKS, "iterations": 20, "lengths": [1172]},
+            **{"embedding_shape": [152064, 3584], "dtype": "bfloat16"},
+            **{"input_ids_dtype": "int32", "mask_device": "cpu", "start_time": 1789300000.0},
+            "metric_order": made.metadata["metric_order"],
+            "end_time": 1789300100.0,
+        },
+        "micro-raw.json": records,
+        "validation.json": [
+            {
+                **{"case": case, "tokens": 1172, "device": "cuda", "calls": lookups[case]},
+                "same_input_wrapper_torch_equal": True,
+            }
+            for case in ("text", "audio")
+        ],
+        "summary.json": [
+            {"tokens": 1172, "case": r["case"], **{k: r[k] for k in ("host_us", "reduction_pct")}}
+            for r in made.summary
+        ],
+    }
+    directory.mkdir()
+    for name, data in files.items():
+        (directory / name).write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_the_original_scripts_output_prints_the_prs_four_columns_that_add_up(tmp_path, capsys):
+    from embedbench import cli
+
+    _write_original_run(tmp_path / "original")
+    assert cli.main(["report", str(tmp_path / "original")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "| Input | Before (μs) | After (μs) | Host latency reduction |"
+    rows = [line.strip("|").split(" | ") for line in printed[2:4]]
+    assert [r[0].strip() for r in rows] == ["Text", "Audio"]
+    for _, before, after, reduction in rows:
+        ratio = 100.0 * (1.0 - float(after) / float(before))
+        assert float(reduction.strip().rstrip("%")) == pytest.approx(ratio, abs=0.02)
+    result = load_results(tmp_path / "original")
+    assert all(tables.one_process(row) for row in result.summary)  # HL intervals
+    estimates = [f"{r['reduction_pct']:.2f}%" for r in result.summary]
+    assert estimates != [r[3].strip() for r in rows]  # the estimate is not in this table
+    assert list(tables.verdict_tables(result)[0]["Estimate"]) == estimates
+
+
+def test_compare_puts_the_prs_statistic_in_the_reduction_column_in_every_design():
+    from embedbench.report import compare
+
+    one = _run([_row("text", None, 1), _row("audio", None, 2)], 1)
+    workers = _run([_row("text", WORKER_LABELS, 1), _row("audio", WORKER_LABELS, 2)], 4)
+    runs = {"one": one, "workers": workers}
+    table = compare.compare_table(runs)
+    assert not [c for c in table.columns if "PR statistic" in c]
+    keys = compare.run_keys(runs)
+    for name, result in runs.items():
+        shown = list(table[f"{keys[name]}: reduction"])
+        assert shown == [f"{r['pr_reduction_pct']:.2f}%" for r in result.summary]

@@ -33,8 +33,8 @@ from embedbench.report.tables import (
     family_of,
     host_verdict,
     input_label,
-    one_process,
     ordered_rows,
+    pr_statistic,
     run_label,
     table_order,
     timing_window,
@@ -142,8 +142,8 @@ def compare_table(
 ) -> pd.DataFrame:
     """Before, after and reduction per case, one column group per run (and the PR's),
     headed by the run's short key (``run_keys``, or ``keys`` to keep one key per run
-    across tables; ``runs_table`` is their legend); a one-process run's group adds the
-    PR's statistic beside its headline (``pr_table``).
+    across tables; ``runs_table`` is their legend); the reduction is the PR's
+    1 − After/Before of each row, in every design, as in ``pr_table``.
 
     Refuses runs timed with different windows unless ``allow_mixed_windows``, which
     labels every column group with its window (``compared_windows``).
@@ -155,20 +155,16 @@ def compare_table(
     for name, result in runs.items():
         several = _several_lengths(result.summary)
         label_of = series_label(keys[name], windows_of)
-        rows = ordered_rows(result)
-        with_pr = any(one_process(row) for row in rows)
-        for row in rows:
+        for row in ordered_rows(result):
             label = input_label(row["case"], row["tokens"], several)
             host = row.get("host_us") or {}
             columns.setdefault(f"{label_of}: before (μs)", {})[label] = _fmt_us(
                 host.get("baseline")
             )
             columns.setdefault(f"{label_of}: after (μs)", {})[label] = _fmt_us(host.get("fixed"))
-            columns.setdefault(f"{label_of}: reduction", {})[label] = _reduction_text(row)
-            if with_pr:
-                columns.setdefault(f"{label_of}: PR statistic", {})[label] = _reduction_text(
-                    row, "pr_reduction_pct"
-                )
+            columns.setdefault(f"{label_of}: reduction", {})[label] = _reduction_text(
+                row, pr_statistic(row)
+            )
     if reference is not None:
         name = series_label(keys[reference_name(reference)], windows_of)
         for row in reference["rows"]:

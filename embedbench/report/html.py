@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from embedbench.errors import OutputDirError
 from embedbench.report import sections, views
 from embedbench.report.results import RunResult, write_text_atomic
 
@@ -56,7 +57,17 @@ def render_html(result: RunResult) -> str:
 
 
 def write_html(result: RunResult, path: str | Path) -> Path:
-    """Write the report of ``result`` to ``path`` atomically; return the path."""
+    """Write the report of ``result`` to ``path`` atomically, creating its folder (and the
+    missing ones above it) as ``--output-dir`` does; return the path. A write that fails
+    is one line (``OutputDirError``)."""
     target = Path(path)
-    write_text_atomic(target, render_html(result))
+    page = render_html(result)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(target, page)
+    except OSError as exc:
+        raise OutputDirError(
+            f"cannot write the HTML report at {target} ({exc.strerror or exc}); "
+            "choose another OUT.html"
+        ) from None
     return target

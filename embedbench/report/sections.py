@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from embedbench.report import compare, static, tables, views
+from embedbench.report import compare, limits, static, tables, views
 from embedbench.report.results import RunResult
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "interval_and_verdict",
     "item_html",
     "markdown_html",
+    "not_established",
     "paired_blocks",
     "pr_format",
     "provenance",
@@ -150,6 +151,12 @@ def interval_and_verdict(result: RunResult) -> list[Item]:
     return [*items, Table(pooled), views.reduction_forest(result)]
 
 
+def not_established(result: RunResult) -> list[Item]:
+    """What the run does not establish (``limits.not_established``), as a list."""
+    items = "".join(f"<li>{html.escape(i)}</li>" for i in limits.not_established(result.metadata))
+    return [RawHtml(f"<ul>{items}</ul>")]
+
+
 def paired_blocks(result: RunResult) -> list[Item]:
     """Each block's reduction over time, with the diagnostics drawn."""
     return [views.paired_blocks(result)]
@@ -205,9 +212,10 @@ REPORT_SECTIONS: tuple[Section, ...] = (
         "Before/after in the PR's format",
         _text("""
         The first table is the PR's; the markdown below it pastes into a review as is. The
-        reduction is the headline, the estimate of the interval the verdict uses: with
-        several workers that is the PR's 1 − After/Before itself; with one process it is
-        the Hodges–Lehmann estimate, and a fifth column gives the PR's statistic beside it.
+        reduction is the PR's own 1 − After/Before of each row's Before and After, in every
+        design. The estimate the verdict's interval is built around is in the next table:
+        with several workers it is the same number; with one process it is the
+        Hodges–Lehmann estimate, which can differ from it.
         """),
         pr_format,
     ),
@@ -217,14 +225,24 @@ REPORT_SECTIONS: tuple[Section, ...] = (
         One interval per case, the one the verdict and `embedbench gate` use: with several
         worker processes (the default) a t interval over each worker's own headline, which
         sees what differs between processes and moments and so predicts a rerun; with one
-        process, Hodges–Lehmann over its blocks. `faster` or `slower` only when an interval
-        of at least 95 % excludes 0; the MDE is the reduction this rule finds 80 % of the
-        time. An A/A check (`aa_check=True`) is reported beside it and never widens it.
+        process, Hodges–Lehmann over its blocks. The estimate is the one that interval is
+        built around (with workers, the PR's statistic; in one process, Hodges–Lehmann's).
+        `faster` or `slower` only when an interval of at least 95 % excludes 0; the MDE is
+        the reduction this rule finds 80 % of the time. An A/A check (`aa_check=True`) is
+        reported beside it and never widens it.
         In the figure each row is coloured by its verdict and labelled with its figure; the
         open circles are the workers' own reductions the t interval is made of, the grey
         band the A/A interval where there is one.
         """),
         interval_and_verdict,
+    ),
+    Section(
+        limits.TITLE,
+        _text("""
+        What a wrapper microbenchmark cannot tell, for this run: the items that apply to its
+        device and checkpoint.
+        """),
+        not_established,
     ),
     Section(
         "Paired blocks over time",

@@ -2,8 +2,9 @@
 
 Every function takes a ``RunResult`` and returns a DataFrame or a string, so the
 notebooks, the CLI and the HTML export show the same numbers. The PR table is
-kept in the PR's layout so it can be pasted into a review (a one-process run adds a
-fifth column, see ``pr_table``); the interval and verdict go into a second table.
+kept in the PR's four columns so it can be pasted into a review, its reduction the PR's
+own 1 − After/Before of each row (``pr_table``); the interval, its estimate and the verdict
+go into a second table.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
+import platform
 import sys
 from datetime import datetime, timezone
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -46,13 +49,13 @@ __all__ = [
     "NOT_USED",
     "PR_ALIGN",
     "PR_COLUMNS",
-    "PR_STATISTIC",
     "VERDICT_COLUMNS",
     "banner_html",
     "blocks_frame",
     "busy_label",
     "calls_frame",
     "checkpoint_kind",
+    "checkpoint_name",
     "config_table",
     "detail_case",
     "device_label",
@@ -61,18 +64,22 @@ __all__ = [
     "failed_validations",
     "family_label",
     "family_of",
+    "geometry_text",
     "headline",
     "host_label",
     "host_note",
     "host_verdict",
     "input_label",
+    "interpreter_name",
     "interval_method",
     "level_text",
     "notes",
     "one_process",
     "ordered_rows",
+    "pr_statistic",
     "pr_table",
     "provenance_table",
+    "published_geometry",
     "reduction_label",
     "run_label",
     "statistics_table",
@@ -89,8 +96,6 @@ __all__ = [
 
 PR_COLUMNS = ("Input", "Before (μs)", "After (μs)", "Host latency reduction")
 PR_ALIGN = "lrrr"
-# The PR's own reduction of the Before and After columns, beside a one-process headline.
-PR_STATISTIC = "PR statistic (1 − After/Before)"
 
 
 NOT_MEASURED = "not measured"
@@ -125,8 +130,8 @@ def ordered_rows(result: RunResult) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: table_order(r["case"], r["tokens"]))
 
 
-def _reduction_text(row: dict[str, Any], key: str = "reduction_pct") -> str:
-    reduction = row.get(key)
+def _reduction_text(row: dict[str, Any], reduction: float | None) -> str:
+    """A reduction as the PR writes it (``0.95%``), or why the row has none."""
     if reduction is not None:
         return f"{reduction:.2f}%"
     if row.get("verdict") == NOT_MEASURED:
@@ -149,42 +154,48 @@ def _fmt_us(value: float | None) -> str:
 
 
 def one_process(row: dict[str, Any]) -> bool:
-    """Whether a row's interval is the one-process Hodges–Lehmann one: its headline is
-    then that interval's estimate, not the PR's ratio of its Before and After."""
+    """Whether a row's interval is the one-process Hodges–Lehmann one: its estimate (the
+    headline, ``reduction_pct``) is then not the PR's ratio of its Before and After."""
     return row.get("interval_method") == stats.WITHIN_PROCESS
 
 
+def pr_statistic(row: dict[str, Any]) -> float | None:
+    """The PR's 100 × (1 − After/Before) of the row's own Before and After (``host_us``),
+    in every design; a row without both takes its recorded ``pr_reduction_pct``."""
+    host = row.get("host_us") or {}
+    before, after = host.get("baseline"), host.get("fixed")
+    if isinstance(before, int | float) and isinstance(after, int | float) and before > 0:
+        return 100.0 * (1.0 - float(after) / float(before))
+    value = row.get("pr_reduction_pct")
+    return None if value is None else float(value)
+
+
 def pr_table(result: RunResult) -> pd.DataFrame:
-    """One row per case (and length, when several) in the PR's columns, as strings.
+    """One row per case (and length, when several) in the PR's four columns, as strings.
 
     Before and After are the PR's medians of block medians (with workers, each worker's,
-    combined by a geometric mean); the reduction is the headline, inside the verdict's
-    interval. With workers that is the PR's 100 × (1 − After/Before) itself; in one
-    process it is the Hodges–Lehmann estimate, so a fifth column, ``PR_STATISTIC``,
-    gives the PR's ratio beside it.
+    combined by a geometric mean); the reduction is the PR's 1 − After/Before of that
+    row's own Before and After (``pr_statistic``), in every design. The interval's own
+    estimate, which in one process is the Hodges–Lehmann one, is in ``statistics_table``.
     """
     rows = ordered_rows(result)
     several = _several_lengths(rows)
-    columns = list(PR_COLUMNS)
-    if any(one_process(row) for row in rows):
-        columns.append(PR_STATISTIC)
     data = []
     for row in rows:
         host = row.get("host_us") or {}
-        entry = {
-            PR_COLUMNS[0]: input_label(row["case"], row["tokens"], several),
-            PR_COLUMNS[1]: _fmt_us(host.get("baseline")),
-            PR_COLUMNS[2]: _fmt_us(host.get("fixed")),
-            PR_COLUMNS[3]: _reduction_text(row),
-            PR_STATISTIC: _reduction_text(row, "pr_reduction_pct"),
-        }
-        data.append({column: entry[column] for column in columns})
-    return pd.DataFrame(data, columns=columns)
+        data.append(
+            {
+                PR_COLUMNS[0]: input_label(row["case"], row["tokens"], several),
+                PR_COLUMNS[1]: _fmt_us(host.get("baseline")),
+                PR_COLUMNS[2]: _fmt_us(host.get("fixed")),
+                PR_COLUMNS[3]: _reduction_text(row, pr_statistic(row)),
+            }
+        )
+    return pd.DataFrame(data, columns=list(PR_COLUMNS))
 
 
 def to_pr_markdown(table: pd.DataFrame) -> str:
-    """The table as markdown in the PR's layout (header, alignment row, rows; exactly
-    the PR's with workers, plus the ``PR_STATISTIC`` column in one process).
+    """The table as markdown in the PR's layout (header, alignment row, rows).
 
     pandas' ``to_markdown`` pads cells and writes ``|:---|`` alignment rows; the
     PR's text is unpadded with ``| --- | ---: |``, so this writes it directly.
@@ -252,6 +263,7 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
         measured = row.get("reduction_ci95_pct") is not None
         entry = {
             "Input": input_label(row["case"], row["tokens"], several),
+            "Estimate": _pct(row.get("reduction_pct")),
             "Interval": _interval(row.get("reduction_ci95_pct")),
             "Level": level_text(row.get("ci_level", stats.CONFIDENCE)) if measured else "n/a",
             "Verdict": row.get("verdict", "n/a"),
@@ -274,7 +286,16 @@ def statistics_table(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-VERDICT_COLUMNS = ("Input", "Interval", "Level", "Verdict", "MDE", "Host speed", "Method")
+VERDICT_COLUMNS = (
+    "Input",
+    "Estimate",
+    "Interval",
+    "Level",
+    "Verdict",
+    "MDE",
+    "Host speed",
+    "Method",
+)
 
 
 def verdict_tables(result: RunResult) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
@@ -604,7 +625,8 @@ NOT_RECORDED = "not recorded"  # a fact the run's metadata lacks (an older run, 
 
 def provenance_table(result: RunResult) -> pd.DataFrame:
     """What was measured where: target, device, core, versions, checkpoint, design; a
-    fact the run did not record says so."""
+    fact the run did not record says so. The checkpoint is named, not located
+    (``checkpoint_name``): the table goes into PR comments."""
     m = result.metadata
     versions = m.get("versions") or {}
     refs = m.get("refs") or {}
@@ -633,7 +655,7 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
         ("device", f"{m.get('device')} ({m.get('device_name')})"),
         ("cpu core", m.get("cpu_core")),
         ("cpu frequency source", m.get("cpu_frequency_source")),
-        ("checkpoint", m.get("model")),
+        ("checkpoint", checkpoint_name(m)),
         ("synthetic checkpoint", m.get("synthetic")),
         ("embedding", f"{m.get('embedding_shape')} {m.get('dtype')}"),
         (
@@ -655,6 +677,56 @@ def provenance_table(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(
         [{"field": k, "value": NOT_RECORDED if v is None else str(v)} for k, v in items]
     ).set_index("field")
+
+
+# The table's dtype as the PR's README writes it.
+_DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def geometry_text(metadata: dict[str, Any]) -> str | None:
+    """The embedding table's geometry, ``152064 × 3584 bf16`` (None when not recorded)."""
+    shape = metadata.get("embedding_shape")
+    if not shape or len(shape) != 2:
+        return None
+    dtype = str(metadata.get("dtype") or "")
+    text = f"{shape[0]} × {shape[1]}"
+    return f"{text} {_DTYPE_SHORT.get(dtype, dtype)}".rstrip()
+
+
+def published_geometry(metadata: dict[str, Any]) -> bool | None:
+    """Whether the table has the family's published vocabulary × hidden size (None when
+    the shape or the family is unknown here)."""
+    shape = metadata.get("embedding_shape")
+    family = family_of(metadata)
+    if not shape or len(shape) != 2 or family not in families.names():
+        return None
+    spec = families.get(family)
+    return list(shape) == [spec.vocab_size, spec.hidden_size]
+
+
+def checkpoint_name(metadata: dict[str, Any]) -> str:
+    """The checkpoint without the local path: a synthetic one by its geometry
+    (``synthetic, Qwen2.5-Omni geometry 152064 × 3584 bf16``), any other by its
+    directory's last component; ``not recorded`` when the run has neither."""
+    geometry = geometry_text(metadata)
+    if metadata.get("synthetic"):
+        if geometry is None:
+            return "synthetic"
+        family = family_label(metadata)
+        if published_geometry(metadata):
+            return f"synthetic, {family} geometry {geometry}"
+        return f"synthetic, {geometry} (not {family}'s published geometry)"
+    model = metadata.get("model")
+    if not model:
+        return NOT_RECORDED
+    return PurePath(str(model)).name or str(model)
+
+
+def interpreter_name(executable: Any) -> str:
+    """The interpreter by name and version, not its path: ``python3.12 (CPython 3.12.3)``."""
+    version = f"{platform.python_implementation()} {platform.python_version()}"
+    name = PurePath(str(executable)).name if executable else ""
+    return f"{name} ({version})" if name else version
 
 
 def timing_window(metadata: dict[str, Any]) -> str:
@@ -703,13 +775,16 @@ def _cuda_text() -> str:
 
 def environment_table() -> pd.DataFrame:
     """This machine and its software, shown before a run measures; a fact it could not
-    read says which kind of missing it is (not installed, not read, not found)."""
+    read says which kind of missing it is (not installed, not read, not found). The
+    interpreter is named, not located (``interpreter_name``)."""
     facts = sysinfo.host_facts()
     software = sysinfo.versions()
     items: dict[str, Any] = {
         **{k: NOT_FOUND if v is None else v for k, v in facts.items()},
         **{k: NOT_INSTALLED if v is None else v for k, v in software.items()},
     }
+    if facts.get("executable"):  # its name, not its path: the page may be shared
+        items["executable"] = interpreter_name(facts["executable"])
     if software.get("cuda") is None:
         items["cuda"] = _cuda_text()
     items["allowed environment"] = sysinfo.allowed_environment() or "(none set)"
