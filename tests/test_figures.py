@@ -28,6 +28,8 @@ from embedbench.report.summary import summary_row
 
 ROOT = Path(__file__).resolve().parents[1]
 ITERATIONS = 20
+FILLED = ("paired_points:first-baseline", "paired_points:first-fixed")  # the filled dots
+SEGMENTS = tuple(f"trace_segments:{v}" for v in VARIANTS)  # a trace's segments, per variant
 
 
 def _records(
@@ -231,11 +233,11 @@ def test_the_paired_view_has_one_panel_per_case_in_time_order():
     assert [ax.get_title() for ax in fig.axes] == [CASE_LABELS["audio"], CASE_LABELS["interleaved"]]
     assert fig.get_supylabel() == "block's reduction (%) = 100 × (1 − fixed / baseline)"
     assert all(ax.get_xlabel() == "block (time order)" for ax in fig.axes)
-    dots = [c for c in fig.axes[0].collections if c.get_gid() in ("first-baseline", "first-fixed")]
+    dots = [c for c in fig.axes[0].collections if c.get_gid() in FILLED]
     x = sorted(int(v) for c in dots for v in c.get_offsets()[:, 0])
     assert x == list(range(12))  # every block, once, at its index
-    assert len(_by_gid(fig, "worker-reduction")) == 2 * 3  # each worker's own, per case
-    assert not _by_gid(fig, "outliers") and not _by_gid(fig, "drift")
+    assert len(_by_gid(fig, "worker_reductions")) == 2 * 3  # each worker's own, per case
+    assert not _by_gid(fig, "outlier_rings") and not _by_gid(fig, "trend")
     labels = fig.legends[0].get_texts()
     assert {t.get_text() for t in labels} >= {"baseline ran first", "fixed ran first"}
 
@@ -244,7 +246,7 @@ def test_the_paired_view_rings_the_outlier_blocks_the_diagnostics_flag():
     result = make_result(outlier=5)
     assert result.summary[0]["diagnostics"]["outliers"]["flagged"] == [5]
     fig = static.paired_blocks(result)
-    rings = _by_gid(fig, "outliers")
+    rings = _by_gid(fig, "outlier_rings")
     assert len(rings) == 2  # one per case
     assert all(isinstance(r, PathCollection) for r in rings)
     assert [list(r.get_offsets()[:, 0]) for r in rings] == [[5.0], [5.0]]
@@ -261,19 +263,19 @@ def test_the_paired_view_hollows_an_outlier_workers_blocks_and_names_its_reason(
         x = sorted(int(v) for c in hollow for v in c.get_offsets()[:, 0])
         assert x == list(range(12, 18))  # worker 2's blocks, and only those
         assert all((c.get_facecolors()[:, 3] == 0).all() for c in hollow)  # hollow
-        filled = [c for c in ax.collections if c.get_gid() in ("first-baseline", "first-fixed")]
+        filled = [c for c in ax.collections if c.get_gid() in FILLED]
         assert all((c.get_facecolors()[:, 3] == 1).all() for c in filled)
         assert sorted(int(v) for c in filled for v in c.get_offsets()[:, 0]) == [
             b for b in range(30) if not 12 <= b < 18
         ]
-        [band] = [p for p in ax.patches if p.get_gid() == "outlier-worker"]
+        [band] = [p for p in ax.patches if p.get_gid() == "worker_spans:outlier-worker"]
         assert band.get_x() == pytest.approx(11.5) and band.get_width() == pytest.approx(6)
         assert f"outlier worker w2: {reason}" in ax.get_title()
         assert "w2 outlier" in [t.get_text() for t in ax.texts]
     assert "an outlier worker's blocks (hollow, amber; why: in the title)" in _texts(fig)
     assert f"outlier worker 2 (hollow points: {reason})" in fig.alt_text
     clean = static.paired_blocks(make_result())
-    assert not _by_gid(clean, "outlier-worker")
+    assert not _by_gid(clean, "worker_spans:outlier-worker")
     assert not [c for c in clean.findobj() if (c.get_gid() or "").endswith("-outlier-worker")]
     assert "outlier worker" not in clean.alt_text + " ".join(_texts(clean))
 
@@ -283,13 +285,14 @@ def test_the_paired_view_draws_drift_and_an_order_effect_where_detected():
     drift = drifting.summary[0]["diagnostics"]["drift"]
     assert drift["detected"] and drift["p_baseline"] < 0.05
     fig = static.paired_blocks(drifting)
-    assert _by_gid(fig, "baseline-drift")
+    assert _by_gid(fig, "baseline_drift")
     assert "drift: baseline μs rises" in fig.axes[0].get_title()
 
     ordered = make_result(order_shift=0.1, cases=("audio",))
     assert ordered.summary[0]["diagnostics"]["order_effect"]["detected"]
     fig = static.paired_blocks(ordered)
-    assert len(_by_gid(fig, "order-effect")) == 2  # one median line per run order
+    order = fig.findobj(lambda a: (a.get_gid() or "").startswith("order_effect:"))
+    assert len(order) == 2  # one median line per run order
     assert "order effect" in fig.axes[0].get_title()
     assert "median per run order, in its colour (order effect detected)" in _texts(fig)
 
@@ -301,9 +304,9 @@ def test_the_box_plot_joins_each_blocks_halves_and_words_a_slowdown_plainly():
     slower = make_result(reduction=-0.05, outlier=3)
     fig = static.block_distributions(slower)
     for ax in fig.axes:
-        pairs = [line for line in ax.lines if line.get_gid() == "pair"]
+        pairs = [line for line in ax.lines if line.get_gid() == "block_pairs"]
         assert len(pairs) == 12
-        assert [line.get_gid() for line in ax.lines].count("pair") == 12
+        assert [line.get_gid() for line in ax.lines].count("block_pairs") == 12
         assert sum(line.get_color() == static.OUTLIER_EDGE for line in pairs) == 1
         assert re.fullmatch(r".+: fixed \d+\.\d % higher", ax.get_title())
         assert ax.get_ylabel() == ""  # once, for the figure
@@ -330,7 +333,7 @@ def test_the_forest_labels_and_colours_each_row_by_its_verdict():
     )
     colors = [t.get_color() for t in right.get_yticklabels()]
     assert colors == [static.VERDICT_COLORS[r["verdict"]] for r in rows]
-    intervals = _by_gid(fig, "interval")
+    intervals = _by_gid(fig, "forest_intervals")
     assert [tuple(seg[:, 0]) for c in intervals for seg in c.get_segments()] == [
         tuple(r["reduction_ci95_pct"]) for r in rows
     ]
@@ -349,17 +352,17 @@ def test_an_interval_past_the_axis_is_an_arrow_carrying_its_end():
     lo, hi = ax.get_xlim()
     assert (lo, hi) == pytest.approx(figuredata.axis_range(figuredata.forest_table(result)))
     assert lo > -300  # not −16,000: Audio and Image keep their width
-    [arrow] = _by_gid(fig, "off-scale")
+    [arrow] = _by_gid(fig, "off_scale_low")
     assert arrow.get_marker() == "<" and arrow.get_xdata()[0] == pytest.approx(lo)
     assert arrow.get_ydata()[0] == 2  # Text, drawn top row of three
-    assert [a.get_text() for a in _by_gid(fig, "off-scale-label")] == ["-15772.1 %"]
+    assert [a.get_text() for a in _by_gid(fig, "off_scale_low_labels")] == ["-15772.1 %"]
     assert "past the axis" in ax.get_xlabel()
     runs = {"monday": result, "tuesday": make_result(seed=2, cases=("text", "audio", "image"))}
     compare = static.compare_reductions(runs)
-    assert [a.get_text() for a in _by_gid(compare, "off-scale-label")] == ["-15772.1 %"]
+    assert [a.get_text() for a in _by_gid(compare, "off_scale_low_labels")] == ["-15772.1 %"]
     assert compare.axes[0].get_xlim()[0] > -300
     tame = static.reduction_forest(make_result())
-    assert not _by_gid(tame, "off-scale") and "past the axis" not in tame.axes[0].get_xlabel()
+    assert not _by_gid(tame, "off_scale_low") and "past the axis" not in tame.axes[0].get_xlabel()
 
 
 def test_reduction_label_shows_a_level_below_95_percent():
@@ -399,10 +402,10 @@ def test_the_call_figure_counts_the_calls_outside_its_range():
     assert "(the most complex case measured;" in ax.get_title()
     assert ax.get_ylabel() == "host latency per call (μs; log scale)"
     bottom, top = ax.get_ylim()
-    for body in _by_gid(fig, "violin"):  # whole inside the frame: tapered, never cut
+    for body in _by_gid(fig, "call_violins"):  # whole inside the frame: tapered, never cut
         ys = body.get_paths()[0].vertices[:, 1]
         assert bottom < ys.min() and ys.max() < top
-    medians = _by_gid(fig, "median")
+    medians = _by_gid(fig, "call_medians")
     assert [to_hex(m.get_color()[0]) for m in medians] == [static.COLORS[v] for v in VARIANTS]
 
 
@@ -424,9 +427,9 @@ def test_an_observable_frequency_is_traced_per_block_with_the_variant_that_ran()
     assert static.frequency_note(result) is None
     fig = static.frequency_trace(result)
     ax = fig.axes[0]
-    segments = [line for line in ax.lines if line.get_gid() in VARIANTS]
+    segments = [line for line in ax.lines if line.get_gid() in SEGMENTS]
     assert len(segments) == len(result.records)  # one per block half
-    assert {line.get_gid() for line in segments} == set(VARIANTS)
+    assert {line.get_gid() for line in segments} == set(SEGMENTS)
     assert ax.get_xlabel() == "wall time since the first block (s)"
     assert "source: /proc/cpuinfo" in ax.get_title()
     assert isinstance(sections.cpu_frequency(result)[0], views.View)
@@ -442,7 +445,7 @@ def test_a_gpu_run_adds_the_sm_clock_trace_after_the_cpu_line():
         record["gpu_mhz_end"] = 1980.0
     fig = static.gpu_clock_trace(result)
     ax = fig.axes[0]
-    segments = [line for line in ax.lines if line.get_gid() in VARIANTS]
+    segments = [line for line in ax.lines if line.get_gid() in SEGMENTS]
     assert len(segments) == len(result.records)
     assert ax.get_title() == (
         "SM clock of NVIDIA H100 80GB HBM3 at each block half's start and end (NVML)"
@@ -544,7 +547,7 @@ def test_runs_of_one_configuration_get_a_row_wise_difference_with_its_interval()
     assert list(table["Runs (B − A)"]) == ["tuesday − monday"] * 2
     assert set(table["Reading"]) == {"the runs differ"}
     fig = static.compare_reductions(runs)
-    assert len(fig.axes) == 2 and len(_by_gid(fig, "difference")) == 2
+    assert len(fig.axes) == 2 and len(_by_gid(fig, "differences")) == 2
     # Another device is another configuration: no difference, no second panel.
     mixed = {"cpu": make_result(), "gpu": make_result(device="cuda")}
     assert compare.differences(mixed) == [] and compare.difference_table(mixed).empty
@@ -573,7 +576,7 @@ def test_the_canary_trace_shows_each_block_edge_and_each_workers_median():
         "Canary (8.0 MiB host memory gather) at each block half's edge: host stable"
     )
     assert "(host memory gather)" in fig.alt_text
-    assert len(_by_gid(fig, "median")) == 3  # one dashed step per worker
+    assert len(_by_gid(fig, "worker_medians")) == 3  # one dashed step per worker
     assert "700–709 µs" in fig.alt_text and "host stable" in fig.alt_text
     rendered = [v.figure for v in sections.cpu_frequency(result) if isinstance(v, views.View)]
     assert fig.axes[0].get_title() in [f.axes[0].get_title() for f in rendered]
@@ -615,7 +618,9 @@ def test_the_interval_section_splits_its_table_and_names_a_shared_method_once():
     verdict, pooled, method = tables.verdict_tables(result)
     full = tables.statistics_table(result)
     assert method == "t over 3 worker processes (2 df)"
-    assert list(verdict.columns) == ["Input", "Interval", "Level", "Verdict", "MDE", "Host speed"]
+    assert list(verdict.columns) == [
+        "Input", "Estimate", "Interval", "Level", "Verdict", "MDE", "Host speed"
+    ]  # fmt: skip
     assert list(pooled.columns) == [
         "Input", "HL estimate (pooled)", "HL interval (pooled)", "Wilcoxon p", "Blocks", "Valid"
     ]  # fmt: skip

@@ -4,7 +4,9 @@ The tables of ``figuredata`` are checked as tables (no matplotlib, no JavaScript
 that the PNG and the Vega-Lite chart of a view carry the same numbers, that every view has
 its tooltips, zoom and menus, and that both HTML paths (``embedbench report --html`` and
 nbconvert with the offline template) inline the charts' JavaScript once and fetch nothing.
-The charts themselves are rendered in a browser by tests/test_browser.py.
+Last, mark by mark: every view's PNG and chart draw the same points from the same rows of
+``figuredata``'s tables (``support/figure_parity.py``), and a renderer broken on purpose
+fails that. The charts themselves are rendered in a browser by tests/test_browser.py.
 """
 
 from __future__ import annotations
@@ -14,11 +16,23 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nbformat
+import numpy as np
+import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
+from support.figure_parity import (
+    CHART_ONLY,
+    chart_cases,
+    chart_layers,
+    drawn_layers,
+    problems,
+    run_tables,
+)
 from test_figures import make_result  # the in-memory runs the figure tests build
 
 from embedbench.cases import CASE_LABELS, VARIANTS
@@ -26,6 +40,8 @@ from embedbench.harness import stats
 from embedbench.harness.stability import assess_host
 from embedbench.report import compare, figuredata, interactive, sections, static, views
 from embedbench.report.html import render_html
+from embedbench.report.results import RunResult
+from embedbench.report.summary import summary_row
 
 ROOT = Path(__file__).resolve().parents[1]
 VEGA_MARK = 't.version="5.33.0"'  # once in vega.min.js
@@ -53,8 +69,10 @@ def reference_series() -> str:
 
 
 def _units(spec: dict) -> list[dict]:
-    """Every unit (a layer with a mark) of a spec."""
-    return [layer for layer in spec.get("layer", [spec]) if "mark" in layer]
+    """Every unit (a layer with a mark) of a spec, at any depth of layers and views."""
+    if "mark" in spec:
+        return [spec]
+    return [u for part in (*spec.get("layer", []), *spec.get("hconcat", [])) for u in _units(part)]
 
 
 # --- the tables -------------------------------------------------------------------------
@@ -176,7 +194,7 @@ def test_the_png_and_the_chart_of_the_paired_view_draw_one_table():
     assert view.spec["data"]["values"] == interactive.records(table)
     audio = figuredata.case_paired(table, "audio", 1172)
     ax = view.figure.axes[0]
-    dots = [c for c in ax.collections if (c.get_gid() or "").startswith("first-")]
+    dots = [c for c in ax.collections if (c.get_gid() or "").startswith("paired_points:")]
     drawn = sorted((x, y) for c in dots for x, y in c.get_offsets())
     assert [y for _, y in drawn] == pytest.approx(list(audio["reduction_pct"]))
 
@@ -201,7 +219,9 @@ def test_the_paired_chart_shades_the_workers_and_hollows_an_outlier_workers_bloc
     [points] = [u for u in _units(plain) if u.get("name") == "paired_points"]
     assert "worker_reason" not in {t["field"] for t in points["encoding"]["tooltip"]}
     alone = views.paired_blocks(make_result(workers=1)).spec
-    assert {u.get("name") for u in _units(alone)} == {None, "outlier_rings", "paired_points"}
+    assert {u.get("name") for u in _units(alone)} == {
+        *("zero", "headline", "outlier_rings", "paired_points")
+    }  # one worker: no spans, the run's reduction instead of the workers'
 
 
 def test_every_view_has_tooltips_zoom_and_the_case_and_length_menus():
@@ -298,27 +318,37 @@ def test_the_compare_view_draws_each_runs_reductions_from_one_table():
     runs = {"monday": make_result(seed=1), "tuesday": make_result(seed=2, reduction=0.3)}
     reference = compare.reference_results()
     table = figuredata.compare_table(runs, reference)
-    assert list(dict.fromkeys(table["series"])) == ["monday", "tuesday", reference_series()]
-    monday = table[table["series"] == "monday"]
+    shown = table[table["panel"] == figuredata.RUNS]
+    assert list(dict.fromkeys(shown["series"])) == ["monday", "tuesday", reference_series()]
+    assert list(shown["run"]) == [0, 0, 1, 1, *[2] * 6]
+    monday = shown[shown["series"] == "monday"]
     assert list(monday["reduction_pct"]) == [r["reduction_pct"] for r in runs["monday"].summary]
-    assert table.loc[table["series"] == reference_series(), "low"].isna().all()
+    assert list(monday["input"]) == [CASE_LABELS[c] for c in monday["case"]]
+    assert shown.loc[shown["series"] == reference_series(), "low"].isna().all()
+    # The same configuration: the difference panel, tuesday minus monday, per case.
+    diff = table[table["panel"] == figuredata.DIFFERENCE]
+    assert set(diff["series"]) == {"tuesday − monday"} and len(diff) == 2
+    found = compare.differences(runs)
+    assert list(diff["reduction_pct"]) == [d["difference"].difference_pp for d in found]
     view = views.compare_reductions(runs, reference)
-    runs_index = {name: i for i, name in enumerate(dict.fromkeys(table["series"]))}
-    assert view.spec["data"]["values"] == interactive.records(
-        table.assign(
-            row=[CASE_LABELS[c] for c in table["case"]],
-            run=[runs_index[s] for s in table["series"]],
-        )
-    )
+    assert view.spec["data"]["values"] == interactive.records(table)
     boxes = [p["bind"] for p in view.spec["params"]]  # a checkbox per run hides it
-    assert [b["name"] for b in boxes] == [f"{name} " for name in runs_index]
-    assert view.spec["transform"] == [{"filter": "[show_0, show_1, show_2][datum.run]"}]
+    assert [b["name"] for b in boxes] == [f"{name} " for name in dict.fromkeys(shown["series"])]
+    left, right = view.spec["hconcat"]
+    assert left["transform"] == [
+        {"filter": "datum.panel == 'runs'"},
+        {"filter": "[show_0, show_1, show_2][datum.run]"},
+    ]
+    assert right["transform"] == [{"filter": "datum.panel == 'difference'"}]
     # The PNG's dots are the table's reductions, run by run.
     ax = view.figure.axes[0]
-    drawn = [sorted(line.get_xdata()) for line in ax.lines if line.get_marker() in ("o", "D")]
-    expected = [sorted(rows["reduction_pct"]) for _, rows in table.groupby("series", sort=False)]
+    drawn = [sorted(line.get_xdata()) for line in ax.lines if line.get_gid() == "compare_points"]
+    expected = [sorted(rows["reduction_pct"]) for _, rows in shown.groupby("series", sort=False)]
     assert drawn == [pytest.approx(e) for e in expected]
     assert isinstance(sections.comparison(runs, reference)[0], views.View)
+    # Runs of different configurations: no difference panel, one view.
+    mixed = views.compare_reductions({"cpu": make_result(), "gpu": make_result(device="cuda")})
+    assert "hconcat" not in mixed.spec and len(mixed.figure.axes) == 1
 
 
 # --- intervals past the axis --------------------------------------------------------------
@@ -336,12 +366,14 @@ def test_one_wild_interval_does_not_stretch_the_axis_and_is_listed_off_scale():
     forest = figuredata.forest_table(_wild())
     lo, hi = figuredata.axis_range(forest)
     assert -300 < lo < -137.66 and 96.44 < hi < 110  # the estimates and the sane ends
-    ends = figuredata.off_scale(forest, lo, hi)
-    assert ends.to_dict("records") == [{"row": 0, "side": "low", "value": -15772.11}]
+    ends = figuredata.off_scale(forest)
+    assert ends[["input", "side", "value", "edge", "text"]].to_dict("records") == [
+        {"input": "Text", "side": "low", "value": -15772.11, "edge": lo, "text": "-15772.1 %"}
+    ]
     tame = figuredata.forest_table(make_result(cases=("text", "audio")))
     lo, hi = figuredata.axis_range(tame)
     assert lo < 0 < tame["low"].min() <= tame["high"].max() < hi  # 0 and every interval
-    assert figuredata.off_scale(tame, lo, hi).empty
+    assert figuredata.off_scale(tame).empty
 
 
 def test_the_forest_and_compare_charts_fit_their_axis_and_print_the_ends_past_it():
@@ -352,16 +384,234 @@ def test_the_forest_and_compare_charts_fit_their_axis_and_print_the_ends_past_it
     scales = [u["encoding"]["x"]["scale"] for u in _units(spec) if "field" in u["encoding"]["x"]]
     assert scales and all(s["domain"] == [round(lo, 3), round(hi, 3)] for s in scales)
     assert all(u["mark"]["clip"] for u in _units(spec) if "field" in u["encoding"]["x"])
-    assert units["off_scale_low"]["data"]["values"] == [
-        {"row": "Text", "side": "low", "end_text": "◀ -15772.1 %"}
-    ]
+    end = [{"input": "Text", "side": "low", "text": "-15772.1 %"}]
+    assert units["off_scale_low"]["data"]["values"] == end  # the arrow
+    assert units["off_scale_low_labels"]["data"]["values"] == end  # and its number
     assert "off_scale_high" not in units
     runs = {"monday": result, "tuesday": make_result(seed=2, cases=("text", "audio", "image"))}
     compare = views.compare_reductions(runs).spec
     [end] = [u for u in _units(compare) if u.get("name") == "off_scale_low"]
     assert end["data"]["values"] == [
-        {"row": "Text", "series": "monday", "side": "low", "end_text": "◀ -15772.1 %"}
+        {"input": "Text", "series": "monday", "run": 0, "side": "low", "text": "-15772.1 %"}
     ]
-    assert end["transform"][-1] == compare["transform"][0]  # hidden with its run
+    assert end["transform"] == compare["hconcat"][0]["transform"][1:]  # hidden with its run
     tame = views.reduction_forest(make_result()).spec
     assert not [u for u in _units(tame) if (u.get("name") or "").startswith("off_scale")]
+
+
+# --- the PNG and the chart, mark by mark: runs that draw every mark -------------------
+
+# Every view's PNG and chart are read back (tests/support/figure_parity.py) and must draw
+# the same marks from the same rows of figuredata's tables, panel by panel; a chart may
+# only pick rows. A renderer that computes a value of its own (a trend, a density, a box,
+# an axis) or draws or drops something the other does not fails: the last tests break a
+# renderer on purpose and show it.
+
+
+def _summarize(result: RunResult) -> RunResult:
+    """``result`` summarized again from its records, as the runner would."""
+    for i, row in enumerate(result.summary):
+        mine = [r for r in result.records if r["case"] == row["case"]]
+        result.summary[i] = summary_row(row["case"], row["tokens"], mine, seed=None)
+    result.metadata["host_stability"] = assess_host(result.records).to_json()
+    return result
+
+
+def drifting(device: str = "cpu") -> RunResult:
+    """Two cases over five workers: Text's order effect and baseline drift, Audio's
+    reduction falling block by block (a trend) and two blocks at a low CPU frequency (an
+    excursion); a call tail; a canary; on ``cuda`` an SM clock idle at the first block."""
+    result = make_result(
+        cases=("text", "audio"),
+        workers=5,
+        blocks=30,
+        outlier_worker=2,
+        drift=0.05,
+        order_shift=0.1,
+        tail=4,
+        device=device,
+    )
+    for record in result.records:
+        audio = record["case"] == "audio"
+        if audio and record["variant"] == "fixed":
+            slower = 1 + 0.01 * record["block"]
+            record["samples_us"] = [[v * slower for v in s] for s in record["samples_us"]]
+        slow = audio and record["block"] in (7, 8)
+        record["cpu_mhz_start"] = record["cpu_mhz_end"] = (
+            2400.0 if slow else 2600.0 + record["block"] % 3
+        )
+        if device == "cuda":
+            record["gpu_mhz_start"] = 345.0 if record["block"] == 0 else 1980.0
+            record["gpu_mhz_end"] = 1980.0
+    return _summarize(result)
+
+
+def flagged() -> RunResult:
+    """An outlier worker (amber, hollow) and outlier blocks (ringed); Text's interval the
+    quick run's wild one (off the forest's axis) and an A/A interval."""
+    result = _with_clocks(
+        make_result(cases=("text", "audio", "image"), workers=5, blocks=30, outlier_worker=2)
+    )
+    result.summary[0]["reduction_pct"] = -137.66
+    result.summary[0]["reduction_ci95_pct"] = [-15772.11, 96.44]
+    result.summary[1]["aa"] = {"reduction_pct": 0.1, "reduction_ci95_pct": [-1.0, 1.2]}
+    return result
+
+
+def one_worker() -> RunResult:
+    """One worker process: no spans, the run's reduction as the line."""
+    return make_result(workers=1, outlier=3)
+
+
+def report_views(result: RunResult) -> list[views.View]:
+    """Every view the report's sections show for ``result``."""
+    items = [item for section in sections.REPORT_SECTIONS for item in section.render(result)]
+    return [item for item in items if isinstance(item, views.View)]
+
+
+def compare_views() -> list[tuple[views.View, list[pd.DataFrame]]]:
+    """The compare figure: runs of one configuration (a difference panel, a wild
+    interval), with the PR's table; and runs of two devices (no difference panel)."""
+    reference = compare.reference_results()
+    out = []
+    for runs, ref in (
+        ({"monday": flagged(), "tuesday": make_result(seed=2, cases=("text", "audio"))}, reference),
+        ({"cpu": make_result(), "gpu": make_result(device="cuda")}, None),
+    ):
+        table = figuredata.compare_table(runs, ref)
+        shown = table[table["panel"] == figuredata.RUNS]
+        out.append((views.compare_reductions(runs, ref), [table, figuredata.off_scale(shown)]))
+    return out
+
+
+# --- the PNG and the chart, mark by mark: every figure --------------------------------
+
+
+@pytest.fixture(scope="module")
+def checked() -> list[tuple[views.View, list[pd.DataFrame]]]:
+    """Every view of the report for runs that draw every mark, and the compare view."""
+    out = []
+    for result in (drifting(), drifting("cuda"), flagged(), one_worker()):
+        tables = run_tables(result)
+        out += [(view, tables) for view in report_views(result)]
+    return out + compare_views()
+
+
+def test_every_figure_draws_the_same_marks_from_the_same_rows_in_the_png_and_the_chart(checked):
+    for view, tables in checked:
+        title = view.spec["title"]["text"]
+        assert problems(view, tables) == [], title
+
+
+def test_every_layer_of_every_chart_is_compared_on_rows_it_draws(checked):
+    """The runs above exercise every mark: a layer never drawn would pass unchecked."""
+    seen = {layer["name"] for view, _ in checked for layer in chart_layers(view.spec)}
+    drawn = set().union(*(drawn_layers(view) for view, _ in checked))
+    assert seen - drawn - set(CHART_ONLY) == set()
+    assert {"trend", "baseline_drift", "order_effect", "headline", "worker_reductions"} <= seen
+    assert {"outlier_rings", "trace_rings", "off_scale_low", "aa", "differences"} <= seen
+    assert {"call_violins", "block_boxes", "block_whiskers", "worker_medians"} <= seen
+
+
+def test_the_png_has_a_panel_for_every_case_its_chart_offers(checked):
+    """Each per-case chart's menu offers the cases the PNG has panels for (the per-call
+    PNG, one case, excepted: docs/interactive.md)."""
+    for view, _ in checked:
+        cases = chart_cases(view.spec)
+        panels = {ax.get_gid() for ax in view.figure.axes if ax.get_gid()}
+        if view.spec["title"]["text"].startswith("Per-call"):
+            assert panels <= cases and len(panels) == 1
+        else:
+            assert panels == cases, view.spec["title"]["text"]
+
+
+def test_the_interval_charts_fit_the_axis_the_png_has():
+    for result in (flagged(), make_result()):
+        view = views.reduction_forest(result)
+        scales = [
+            layer["encoding"]["x"]["scale"]["domain"]
+            for layer in chart_layers(view.spec)
+            if "field" in layer["encoding"].get("x", {})
+        ]
+        assert scales and all(
+            s == pytest.approx(view.figure.axes[0].get_xlim(), abs=1e-3) for s in scales
+        )
+
+
+# --- a broken renderer fails ----------------------------------------------------------------
+
+
+class _Proxy:
+    """``figuredata`` as a renderer would see it, one function replaced."""
+
+    def __init__(self, **replaced: Callable) -> None:
+        self.__dict__.update(replaced)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(figuredata, name)
+
+
+def _ordinary_least_squares(result: RunResult) -> pd.DataFrame:
+    """The paired table with its trend refitted by least squares (not Theil–Sen)."""
+    table = figuredata.paired_table(result)
+    for _, sub in table.groupby(["case", "tokens"]):
+        if sub["trend_pct"].notna().any():
+            slope, intercept = np.polyfit(sub["order"], sub["reduction_pct"], 1)
+            table.loc[sub.index, "trend_pct"] = intercept + slope * sub["order"]
+    return table
+
+
+def test_a_png_that_fits_its_own_trend_fails(monkeypatch):
+    result = drifting()
+    monkeypatch.setattr(static, "figuredata", _Proxy(paired_table=_ordinary_least_squares))
+    found = problems(views.paired_blocks(result), run_tables(result))
+    assert found and all(" trend: " in p for p in found), found
+
+
+def test_a_png_that_draws_its_violins_from_its_own_density_fails(monkeypatch):
+    result = drifting()
+
+    def wider(calls: pd.DataFrame) -> pd.DataFrame:
+        return figuredata.call_violins(calls).assign(right=lambda v: v["right"] + 0.05)
+
+    monkeypatch.setattr(static, "figuredata", _Proxy(call_violins=wider))
+    found = problems(views.call_distribution(result), run_tables(result))
+    assert found and all(" call_violins: " in p for p in found), found
+
+
+def test_a_chart_that_aggregates_its_own_boxes_fails():
+    result = drifting()
+    view = views.block_distributions(result)
+    spec = copy.deepcopy(view.spec)
+    [boxes] = [layer for layer in spec["layer"] if layer["name"] == "block_boxes"]
+    boxes.pop("data")  # the old way: Vega-Lite's own quartiles of the block halves
+    boxes["transform"] = [
+        *boxes["transform"],
+        {"aggregate": [{"op": "q1", "field": "us", "as": "q1"}], "groupby": ["half"]},
+    ]
+    found = problems(views.View(view.figure, spec), run_tables(result))
+    assert any("the chart computes" in p for p in found), found
+
+
+def test_a_chart_that_drops_a_mark_or_a_png_that_drops_one_fails():
+    result = flagged()
+    view = views.paired_blocks(result)
+    spec = copy.deepcopy(view.spec)
+    spec["layer"] = [layer for layer in spec["layer"] if layer.get("name") != "worker_reductions"]
+    found = problems(views.View(view.figure, spec), run_tables(result))
+    assert any("a PNG artist no chart layer draws" in p for p in found), found
+    for artist in view.figure.findobj(lambda a: a.get_gid() == "outlier_rings"):
+        artist.remove()
+    found = problems(view, run_tables(result))
+    assert found and all(" outlier_rings: PNG only [] (0)" in p for p in found), found
+
+
+def test_a_chart_with_rows_no_table_holds_fails():
+    result = flagged()
+    view = views.reduction_forest(result)
+    spec = copy.deepcopy(view.spec)
+    for row in spec["data"]["values"]:
+        row["reduction_pct"] += 1.0  # computed in the renderer, drawn in the chart only
+    found = problems(views.View(view.figure, spec), run_tables(result))
+    assert any("no figuredata table's rows" in p for p in found), found
+    assert any(" forest_points: " in p for p in found), found

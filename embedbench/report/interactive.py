@@ -1,11 +1,15 @@
 """The interactive renderer: Vega-Lite v5 specifications of the report's figures.
 
-Each function takes the tidy table of ``figuredata`` that the static renderer draws too
-and returns a plain JSON-able dict: no plotting library, no JavaScript here. JupyterLab 4
-renders the specs itself (its built-in ``application/vnd.vegalite.v5+json`` renderer, also
-in an untrusted notebook); the offline HTML renders them with the vega, vega-lite and
-vega-embed builds inlined once per page (``data/vega``). docs/interactive.md has the
-choice and what each view does.
+Each function takes the tidy tables of ``figuredata`` that the static renderer draws too
+(building the figure's other tables from them with ``figuredata``'s functions) and
+returns a plain JSON-able dict: no plotting library, no JavaScript here. A spec only maps
+the tables' columns to marks: its data are the tables' rows, its transforms only pick rows
+(the menus' case, a run's checkbox), never compute a value, so the chart draws what the
+PNG draws (``tests/test_interactive.py``). Each layer that draws rows is named; the
+static figure's artists carry the same names. JupyterLab 4 renders the specs itself (its
+built-in ``application/vnd.vegalite.v5+json`` renderer, also in an untrusted notebook);
+the offline HTML renders them with the vega, vega-lite and vega-embed builds inlined once
+per page (``data/vega``). docs/interactive.md has the choice and what each view does.
 
 Every view has tooltips with the numbers, zoom and pan (drag, wheel; double-click resets),
 and the per-case views one case and one length menu instead of a panel per case. Clicking
@@ -15,7 +19,6 @@ carries those selections across its charts.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -31,11 +34,11 @@ __all__ = [
     "CALL_TOOLTIP",
     "COLORS",
     "COMPARE_TOOLTIP",
+    "DIFFERENCE_TOOLTIP",
     "EDGE_TOOLTIP",
     "EMBED_OPTIONS",
     "FOREST_TOOLTIP",
     "MIME",
-    "PAIR_FIELDS",
     "PICKS",
     "SCHEMA",
     "SELECTED",
@@ -55,9 +58,10 @@ __all__ = [
 MIME = "application/vnd.vegalite.v5+json"
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 WIDTH, HEIGHT = 560, 280  # with its legend, the width of JupyterLab's output area
-COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2", "not recorded": "#8c8c8c"}
-SHAPES = {"baseline": "circle", "fixed": "square", "not recorded": "diamond"}
+COLORS = {"baseline": "#cf4520", "fixed": "#1f6fb2", figuredata.NOT_RECORDED: "#8c8c8c"}
+SHAPES = {"baseline": "circle", "fixed": "square", figuredata.NOT_RECORDED: "diamond"}
 WORKER_SHADE, OUTLIER_WORKER_SHADE, OUTLIER_WORKER_TEXT = "#f0f0f0", "#fbe9c6", "#9a6700"
+DRIFT_COLOR, DIFFERS_COLOR = "#8250df", "#bf8700"  # as the PNG's
 SERIES = ("#1f6fb2", "#cf4520", "#1a7f37", "#8250df", "#bf8700", "#57606a")  # as the PNG's
 VERDICT_COLORS = {
     stats.FASTER: "#1a7f37",
@@ -141,15 +145,10 @@ def _tooltip(frame: pd.DataFrame, fields: Sequence[tuple[str, str, str | None]])
     return out
 
 
-def _keys(frame: pd.DataFrame) -> list[tuple[str, int]]:
-    keys = {(c, int(t)) for c, t in zip(frame["case"], frame["tokens"], strict=True)}
-    return sorted(keys, key=lambda k: tables.table_order(*k))
-
-
 def selectors(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The case and length menus (``sel_case``, ``sel_tokens``), set to the first case."""
-    keys = _keys(frame)
-    cases = list(dict.fromkeys(c for c, _ in sorted(keys, key=lambda k: tables.table_order(*k))))
+    keys = figuredata.case_keys(frame)
+    cases = list(dict.fromkeys(c for c, _ in keys))
     labels = {c: label for c, label in zip(frame["case"], frame["label"], strict=True)}
     lengths = sorted({t for _, t in keys})
     return [
@@ -172,6 +171,8 @@ def selectors(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 SELECTED = "datum.case == sel_case && datum.tokens == sel_tokens"
+PICKED = [{"filter": SELECTED}]
+ONE = {"values": [{}]}  # the data of a constant mark (the 0 line): drawn once
 
 
 def _picks() -> list[dict[str, Any]]:
@@ -203,10 +204,6 @@ def _highlight() -> dict[str, Any]:
     }
 
 
-def _first_label() -> dict[str, Any]:
-    return {"calculate": "datum.first ? datum.first : 'not recorded'", "as": "first_label"}
-
-
 def _chart(title: str, description: str, body: dict[str, Any]) -> dict[str, Any]:
     return {
         "$schema": SCHEMA,
@@ -233,36 +230,39 @@ def _note(title: str, description: str, message: str) -> dict[str, Any]:
     )
 
 
+def _any(frame: pd.DataFrame, column: str) -> bool:
+    """Whether any row of ``frame`` draws ``column`` (a layer with none is left out: an
+    empty layer makes vega warn of an infinite extent)."""
+    return bool(len(frame)) and bool(frame[column].notna().any())
+
+
+def _q(field: str, **more: Any) -> dict[str, Any]:
+    return {"field": field, "type": "quantitative", **more}
+
+
+# --- the paired blocks --------------------------------------------------------------------
+
+
 def _worker_layers(spans: pd.DataFrame) -> list[dict[str, Any]]:
     """Behind the blocks: every other worker's span shaded, an outlier worker's in amber,
-    each labelled (w0, w1, …; "w2 outlier") at the top, with a tooltip saying why."""
+    each labelled (w0, w1, …; "w2 outlier") at the top, with a tooltip saying why; each
+    worker's own reduction as a line over its span."""
     if spans.empty:
         return []
     data = {"values": records(spans)}
-    where = [
-        {"filter": SELECTED},
-        {"calculate": "datum.start - 0.5", "as": "x0"},
-        {"calculate": "datum.end + 0.5", "as": "x1"},
-        {"calculate": "(datum.start + datum.end) / 2", "as": "mid"},
-        {
-            "calculate": "'w' + datum.worker + (datum.outlier_worker ? ' outlier' : '')",
-            "as": "name",
-        },
-    ]
-    x = {"field": "x0", "type": "quantitative"}
     tooltip = [
         {"field": "worker", "title": "worker"},
         {"field": "blocks", "title": "blocks in this span", "type": "quantitative"},
         *_tooltip(spans, [("worker_reason", "outlier worker, why", None)]),
     ]
-    return [
+    layers = [
         {
             "name": "worker_spans",
             "data": data,
-            "transform": [*where, {"filter": "datum.shade || datum.outlier_worker"}],
+            "transform": [*PICKED, {"filter": "datum.shade || datum.outlier_worker"}],
             "mark": {"type": "rect"},
             "encoding": {
-                "x": x,
+                "x": _q("x0"),
                 "x2": {"field": "x1"},
                 "color": {
                     "condition": {"test": "datum.outlier_worker", "value": OUTLIER_WORKER_SHADE},
@@ -274,11 +274,11 @@ def _worker_layers(spans: pd.DataFrame) -> list[dict[str, Any]]:
         {
             "name": "worker_labels",
             "data": data,
-            "transform": where,
+            "transform": PICKED,
             "mark": {"type": "text", "baseline": "top", "y": 4, "fontSize": 10},
             "encoding": {
-                "x": {"field": "mid", "type": "quantitative"},
-                "text": {"field": "name"},
+                "x": _q("mid"),
+                "text": {"field": "text"},
                 "color": {
                     "condition": {"test": "datum.outlier_worker", "value": OUTLIER_WORKER_TEXT},
                     "value": "#555",
@@ -287,6 +287,107 @@ def _worker_layers(spans: pd.DataFrame) -> list[dict[str, Any]]:
             },
         },
     ]
+    if _any(spans, "reduction_pct"):
+        layers.append(
+            {
+                "name": "worker_reductions",
+                "data": data,
+                "transform": PICKED,
+                "mark": {"type": "rule", "color": "#333", "strokeWidth": 1.6},
+                "encoding": {
+                    "x": _q("line_x0"),
+                    "x2": {"field": "line_x1"},
+                    "y": _q("reduction_pct"),
+                    "tooltip": [
+                        {"field": "worker", "title": "worker"},
+                        {
+                            "field": "reduction_pct",
+                            "title": "worker's own reduction (%)",
+                            "format": ".2f",
+                        },
+                    ],
+                },
+            }
+        )
+    return layers
+
+
+def _line_layers(paired: pd.DataFrame, stroke: dict[str, Any]) -> list[dict[str, Any]]:
+    """The lines through a case's blocks that ``figuredata.paired_table`` holds: the run's
+    reduction (where no worker's own is drawn), each run order's median reduction (order
+    effect, in the order's colour) and the reductions' trend (drift)."""
+    layers = []
+    if _any(paired, "headline_pct"):
+        layers.append(
+            {
+                "name": "headline",
+                "transform": PICKED,
+                "mark": {"type": "rule", "color": "#333", "strokeWidth": 1.2},
+                "encoding": {
+                    "y": _q("headline_pct"),
+                    "tooltip": [{"field": "headline_pct", "title": "the run's reduction (%)"}],
+                },
+            }
+        )
+    if _any(paired, "order_effect_pct"):
+        layers.append(
+            {
+                "name": "order_effect",
+                "transform": PICKED,
+                "mark": {"type": "rule", "strokeDash": [6, 3], "strokeWidth": 1.2},
+                "encoding": {
+                    "y": _q("order_effect_pct"),
+                    "stroke": stroke,
+                    "tooltip": [
+                        {"field": "first_label", "title": "ran first"},
+                        {
+                            "field": "order_effect_pct",
+                            "title": "median reduction of its run order (%)",
+                            "format": ".2f",
+                        },
+                    ],
+                },
+            }
+        )
+    if _any(paired, "trend_pct"):
+        layers.append(
+            {
+                "name": "trend",
+                "transform": PICKED,
+                "mark": {"type": "line", "color": DRIFT_COLOR, "strokeDash": [6, 3, 2, 3]},
+                "encoding": {
+                    "x": _q("order"),
+                    "y": _q("trend_pct"),
+                    "tooltip": [
+                        {"field": "order", "title": "order (time)"},
+                        {"field": "trend_pct", "title": "trend (%)", "format": ".2f"},
+                    ],
+                },
+            }
+        )
+    return layers
+
+
+def _baseline_layer() -> dict[str, Any]:
+    """The baseline's block medians on a right-hand axis (drift detected)."""
+    return {
+        "name": "baseline_drift",
+        "transform": PICKED,
+        "mark": {"type": "line", "color": DRIFT_COLOR, "opacity": 0.6, "point": True},
+        "encoding": {
+            "x": _q("order"),
+            "y": _q(
+                "baseline_drift_us",
+                title="baseline block median (µs), drift detected",
+                scale={"zero": False},
+                axis={"orient": "right", "titleColor": DRIFT_COLOR, "grid": False},
+            ),
+            "tooltip": [
+                {"field": "order", "title": "order (time)"},
+                {"field": "baseline_drift_us", "title": "baseline µs", "format": ".2f"},
+            ],
+        },
+    }
 
 
 def paired_blocks(
@@ -295,7 +396,9 @@ def paired_blocks(
     """Each block's reduction against its index in time order, for the case and length
     the menus pick; colour and shape: which variant ran first; outlier blocks ringed.
     Behind them each worker's span (``spans``, from ``figuredata.worker_spans``): an
-    outlier worker's amber, its blocks hollow, the reason in their tooltips."""
+    outlier worker's amber, its blocks hollow, the reason in their tooltips; its own
+    reduction as a line. The lines ``paired`` holds (the run's reduction, the order
+    effect, the trend, the baseline's drift on a right-hand axis) where it has them."""
     title = "Paired blocks over time: each dot is one block's baseline/fixed pair"
     if paired.empty:
         return _note(title, description, "no complete block in this run")
@@ -306,22 +409,17 @@ def paired_blocks(
     }
     points = {
         "name": "paired_points",
-        "transform": [{"filter": SELECTED}, _first_label()],
+        "transform": PICKED,
         "mark": {"type": "point", "filled": True, "cursor": "pointer", "strokeWidth": 1.6},
         "params": _picks(),
         "encoding": {
-            "x": {
-                "field": "order",
-                "type": "quantitative",
-                "title": "block (time order)",
-                "axis": {"tickMinStep": 1, "format": "d"},
-                "scale": {"nice": False, "zero": False},
-            },
-            "y": {
-                "field": "reduction_pct",
-                "type": "quantitative",
-                "title": "block's reduction (%) = 100 × (1 − fixed / baseline)",
-            },
+            "x": _q(
+                "order",
+                title="block (time order)",
+                axis={"tickMinStep": 1, "format": "d"},
+                scale={"nice": False, "zero": False},
+            ),
+            "y": _q("reduction_pct", title="block's reduction (%) = 100 × (1 − fixed / baseline)"),
             # an outlier worker's blocks hollow: white inside, ringed in their colour
             "fill": {"condition": {"test": "datum.outlier_worker", "value": "white"}, **first},
             "stroke": first,
@@ -338,160 +436,176 @@ def paired_blocks(
     # empty layer otherwise, which vega warns about (an infinite extent)
     rings = {
         "name": "outlier_rings",
-        "transform": [{"filter": SELECTED}],
+        "transform": PICKED,
         "mark": {"type": "point", "size": 320, "stroke": "black", "strokeWidth": 1.5},
         "encoding": {
-            "x": {"field": "order", "type": "quantitative"},
-            "y": {"field": "reduction_pct", "type": "quantitative"},
+            "x": _q("order"),
+            "y": _q("reduction_pct"),
             "strokeOpacity": {"condition": {"test": "datum.outlier", "value": 1}, "value": 0},
         },
     }
     zero = {
+        "name": "zero",
+        "data": ONE,
         "mark": {"type": "rule", "color": "grey", "strokeDash": [2, 2]},
         "encoding": {"y": {"datum": 0}},
     }
     shading = _worker_layers(spans if spans is not None else pd.DataFrame())
+    layers = [*shading, zero, *_line_layers(paired, first), rings, points]
+    body: dict[str, Any] = {"layer": layers}
+    if _any(paired, "baseline_drift_us"):
+        body = {
+            "layer": [{"layer": layers}, _baseline_layer()],
+            "resolve": {"scale": {"y": "independent"}},
+        }
     return _chart(
         title,
         description,
-        {
-            "params": selectors(paired),
-            "data": {"values": records(paired)},
-            "layer": [*shading, zero, rings, points],
-        },
+        {"params": selectors(paired), "data": {"values": records(paired)}, **body},
     )
 
 
-def _position(field: str = "half") -> dict[str, Any]:
-    """x at 1 (baseline) or 2 (fixed), a block's two halves at the same small offset."""
-    return {
-        "calculate": f"(datum.{field} == 'baseline' ? 1 : 2)"
-        " + ((datum.block * 37) % 11 / 10 - 0.5) * 0.3",
-        "as": "x",
-    }
+# --- box and dots -------------------------------------------------------------------------
 
 
-def _variant_axis(title: str = "") -> dict[str, Any]:
-    return {
-        "field": "x",
-        "type": "quantitative",
-        "title": title,
-        "scale": {"domain": [0.5, 2.5]},
-        "axis": {
+def _variant_axis(field: str, title: str = "") -> dict[str, Any]:
+    """An x of a variant's position (1 baseline, 2 fixed, the tables' ``x``)."""
+    return _q(
+        field,
+        title=title,
+        scale={"domain": [0.5, 2.5]},
+        axis={
             "values": [1, 2],
             "labelExpr": "datum.value == 1 ? 'baseline' : 'fixed'",
             "grid": False,
         },
-    }
+    )
 
 
-def _boxes(value: str) -> list[dict[str, Any]]:
-    """Per variant: a bar from the first to the third quartile of ``value``, and its
-    median as a line."""
-    aggregate = {
-        "aggregate": [
-            {"op": "q1", "field": value, "as": "q1"},
-            {"op": "median", "field": value, "as": "median"},
-            {"op": "q3", "field": value, "as": "q3"},
-        ],
-        "groupby": ["half"],
-    }
-    centre = {"calculate": "datum.half == 'baseline' ? 1 : 2", "as": "x"}
-    color = {
-        "field": "half",
+def _variant_color(field: str) -> dict[str, Any]:
+    return {
+        "field": field,
         "title": "variant",
         "scale": {"domain": list(VARIANTS), "range": [COLORS[v] for v in VARIANTS]},
     }
-    return [
-        {
-            "transform": [aggregate, centre],
-            "mark": {"type": "bar", "size": 60, "opacity": 0.18},
-            "encoding": {
-                "x": _variant_axis(),
-                "y": {"field": "q1", "type": "quantitative"},
-                "y2": {"field": "q3"},
-                "color": color,
-            },
-        },
-        {
-            "transform": [
-                aggregate,
-                {"calculate": "(datum.half == 'baseline' ? 1 : 2) - 0.3", "as": "x"},
-                {"calculate": "datum.x + 0.6", "as": "x2"},
-            ],
-            "mark": {"type": "rule", "color": "#333", "strokeWidth": 2},
-            "encoding": {
-                "x": _variant_axis(),
-                "x2": {"field": "x2"},
-                "y": {"field": "median", "type": "quantitative"},
-            },
-        },
-    ]
 
 
 def block_distributions(paired: pd.DataFrame, description: str) -> dict[str, Any]:
     """Block medians of host latency per variant for the case and length the menus pick,
-    each block's two halves joined by a line, the quartiles behind them."""
+    each block's two halves joined by a line, each variant's box behind them: the rows of
+    ``figuredata.block_halves``, ``block_boxes`` and ``block_whiskers``."""
     title = "Per-block medians: each line joins one block's baseline and fixed halves"
     if paired.empty:
         return _note(title, description, "no complete block in this run")
-    us = {
-        "field": "us",
-        "type": "quantitative",
-        "title": "block median host latency (µs)",
-        "scale": {"zero": False},
-    }
-    color = {
-        "field": "half",
-        "title": "variant",
-        "scale": {"domain": list(VARIANTS), "range": [COLORS[v] for v in VARIANTS]},
-    }
-    lines = {
-        "mark": {"type": "line", "color": "#9a9a9a", "strokeWidth": 1},
-        "encoding": {
-            "x": _variant_axis(),
-            "y": us,
-            "detail": {"field": "block"},
-            "opacity": {"condition": {"param": "worker_pick", "value": 0.8}, "value": 0.15},
+    halves = figuredata.block_halves(paired)
+    boxes = figuredata.block_boxes(paired)
+    whiskers = figuredata.block_whiskers(boxes)
+
+    def us(field: str) -> dict[str, Any]:
+        return _q(field, title="block median host latency (µs)", scale={"zero": False})
+
+    box_data = {"values": records(boxes)}
+    whisker_data = {"values": records(whiskers)}
+    grey = {"type": "rule", "color": "#333"}
+    layers = [
+        {
+            "name": "block_boxes",
+            "data": box_data,
+            "transform": PICKED,
+            "mark": {"type": "rect", "opacity": 0.2, "stroke": "black", "strokeWidth": 1},
+            "encoding": {
+                "x": _variant_axis("left"),
+                "x2": {"field": "right"},
+                "y": us("q1"),
+                "y2": {"field": "q3"},
+                "color": _variant_color("variant"),
+            },
         },
-    }
-    points = {
-        "name": "distribution_points",
-        "mark": {"type": "point", "filled": True, "cursor": "pointer"},
-        "params": [
-            {"name": "zoom", "select": {"type": "interval", "encodings": ["y"]}, "bind": "scales"},
-            *_picks()[1:],
-        ],
-        "encoding": {
-            "x": _variant_axis(),
-            "y": us,
-            "color": color,
-            "stroke": {"condition": {"test": "datum.outlier", "value": "black"}, "value": None},
-            **_highlight(),
-            "tooltip": [
-                {"field": "half", "title": "variant"},
-                {"field": "us", "title": "this half µs", "type": "quantitative", "format": ".2f"},
-                *_tooltip(paired, BLOCK_TOOLTIP),
+        {
+            "name": "block_whiskers",
+            "data": whisker_data,
+            "transform": PICKED,
+            "mark": grey,
+            "encoding": {"x": _variant_axis("x"), "y": us("quartile"), "y2": {"field": "reach"}},
+        },
+        {
+            "name": "block_caps",
+            "data": whisker_data,
+            "transform": PICKED,
+            "mark": grey,
+            "encoding": {
+                "x": _variant_axis("cap_left"),
+                "x2": {"field": "cap_right"},
+                "y": us("reach"),
+            },
+        },
+        {
+            "name": "block_medians",
+            "data": box_data,
+            "transform": PICKED,
+            "mark": {**grey, "strokeWidth": 2},
+            "encoding": {
+                "x": _variant_axis("left"),
+                "x2": {"field": "right"},
+                "y": us("median"),
+                "tooltip": [
+                    {"field": "variant", "title": "variant"},
+                    {"field": "median", "title": "median of the blocks µs", "format": ".2f"},
+                    {"field": "q1", "title": "first quartile µs", "format": ".2f"},
+                    {"field": "q3", "title": "third quartile µs", "format": ".2f"},
+                ],
+            },
+        },
+        {
+            "name": "block_pairs",
+            "transform": PICKED,
+            "mark": {"type": "line", "color": "#9a9a9a", "strokeWidth": 1},
+            "encoding": {
+                "x": _variant_axis("x"),
+                "y": us("us"),
+                "detail": {"field": "block"},
+                "opacity": {"condition": {"param": "worker_pick", "value": 0.8}, "value": 0.15},
+            },
+        },
+        {
+            "name": "distribution_points",
+            "transform": PICKED,
+            "mark": {"type": "point", "filled": True, "cursor": "pointer"},
+            "params": [
+                {
+                    "name": "zoom",
+                    "select": {"type": "interval", "encodings": ["y"]},
+                    "bind": "scales",
+                },
+                *_picks()[1:],
             ],
+            "encoding": {
+                "x": _variant_axis("x"),
+                "y": us("us"),
+                "color": _variant_color("half"),
+                "stroke": {"condition": {"test": "datum.outlier", "value": "black"}, "value": None},
+                **_highlight(),
+                "tooltip": [
+                    {"field": "half", "title": "variant"},
+                    {
+                        "field": "us",
+                        "title": "this half µs",
+                        "type": "quantitative",
+                        "format": ".2f",
+                    },
+                    *_tooltip(halves, BLOCK_TOOLTIP),
+                ],
+            },
         },
-    }
+    ]
     return _chart(
         title,
         description,
-        {
-            "params": selectors(paired),
-            "data": {"values": records(paired)},
-            "transform": [
-                {"filter": SELECTED},
-                _first_label(),
-                {"fold": [f"{v}_us" for v in VARIANTS], "as": ["half_column", "us"]},
-                {"calculate": "replace(datum.half_column, '_us', '')", "as": "half"},
-                _position(),
-            ],
-            "layer": [*_boxes("us"), lines, points],
-        },
+        {"params": selectors(paired), "data": {"values": records(halves)}, "layer": layers},
     )
 
+
+# --- the edge traces ----------------------------------------------------------------------
 
 EDGE_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("label", "case", None),
@@ -505,11 +619,6 @@ EDGE_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("gpu_mhz", "GPU MHz", ".0f"),
     ("canary_us", "canary µs", ".1f"),
 )
-PAIR_FIELDS = ("order", "baseline_us", "fixed_us", "reduction_pct", "flags")
-
-
-def _key(frame: pd.DataFrame) -> pd.Series:
-    return frame["case"] + "|" + frame["tokens"].astype(str) + "|" + frame["block"].astype(str)
 
 
 def edge_trace(
@@ -523,30 +632,25 @@ def edge_trace(
     medians: pd.DataFrame | None = None,
     segments: bool = False,
 ) -> dict[str, Any]:
-    """``column`` read at each block half's edge over wall time, coloured by the variant
-    that ran (one segment per half when ``segments``), each worker's median as a dashed
-    step when ``medians`` is given; the tooltip adds the block's pair (both halves' µs,
-    its reduction, its flags). A case menu narrows it to one case or shows all."""
-    reads = edges[edges[column].notna()].copy()
-    reads["key"] = _key(reads)
-    pairs = paired.copy()
-    pairs["key"] = _key(pairs) if len(pairs) else []
-    cases = list(dict.fromkeys(c for c, _ in _keys(reads)))
+    """``column`` read at each block half's edge over wall time (``figuredata.trace_table``),
+    coloured by the variant that ran (one segment per half when ``segments``), the rows
+    it rings ringed, each worker's median as a dashed step when ``medians`` is given; the
+    tooltip adds the block's pair (both halves' µs, its reduction, its flags). A case menu
+    narrows it to one case or shows all."""
+    reads = figuredata.trace_table(edges, paired, column)
+    cases = list(dict.fromkeys(c for c, _ in figuredata.case_keys(reads)))
     labels = dict(zip(reads["case"], reads["label"], strict=True))
-    color = {
-        "field": "variant",
-        "title": "ran",
-        "scale": {"domain": list(VARIANTS), "range": [COLORS[v] for v in VARIANTS]},
-    }
-    x = {"field": "wall_s", "type": "quantitative", "title": "wall time since the first block (s)"}
-    y = {"field": column, "type": "quantitative", "title": y_title, "scale": {"zero": False}}
+    color = _variant_color("variant") | {"title": "ran"}
+    x = _q("wall_s", title="wall time since the first block (s)")
+    y = _q(column, title=y_title, scale={"zero": False})
     tooltip = _tooltip(reads, EDGE_TOOLTIP) + _tooltip(
-        paired, [f for f in BLOCK_TOOLTIP if f[0] in PAIR_FIELDS]
+        reads, [f for f in BLOCK_TOOLTIP if f[0] in figuredata.PAIR_FIELDS]
     )
     layers: list[dict[str, Any]] = []
     if segments:
         layers.append(
             {
+                "name": "trace_segments",
                 "mark": {"type": "line", "strokeWidth": 1.2},
                 "encoding": {
                     "x": x,
@@ -566,10 +670,6 @@ def edge_trace(
                 "x": x,
                 "y": y,
                 "color": color,
-                "stroke": {
-                    "condition": {"test": "datum.frequency_flag", "value": "black"},
-                    "value": None,
-                },
                 **{
                     "opacity": {"condition": {"param": "worker_pick", "value": 1.0}, "value": 0.2},
                     "size": {
@@ -581,15 +681,29 @@ def edge_trace(
             },
         }
     )
+    if reads["ring"].any():
+        # every read has a ring, seen only where the table rings it (as the outlier rings)
+        layers.append(
+            {
+                "name": "trace_rings",
+                "mark": {"type": "point", "size": 80, "stroke": "black", "strokeWidth": 1},
+                "encoding": {
+                    "x": x,
+                    "y": y,
+                    "strokeOpacity": {"condition": {"test": "datum.ring", "value": 1}, "value": 0},
+                },
+            }
+        )
     if medians is not None and len(medians):
         layers.append(
             {
+                "name": "worker_medians",
                 "data": {"values": records(medians)},
                 "mark": {"type": "rule", "color": "black", "strokeDash": [4, 3]},
                 "encoding": {
-                    "x": {"field": "start_s", "type": "quantitative"},
+                    "x": _q("start_s"),
                     "x2": {"field": "end_s"},
-                    "y": {"field": "median_us", "type": "quantitative"},
+                    "y": _q("median_us"),
                     "tooltip": [
                         {"field": "worker", "title": "worker"},
                         {
@@ -617,21 +731,13 @@ def edge_trace(
         {
             "params": [menu],
             "data": {"values": records(reads)},
-            "transform": [
-                {"filter": "trace_case == 'all' || datum.case == trace_case"},
-                {
-                    "lookup": "key",
-                    "from": {
-                        "data": {"values": records(pairs, ["key", *PAIR_FIELDS])},
-                        "key": "key",
-                        "fields": list(PAIR_FIELDS),
-                    },
-                },
-            ],
+            "transform": [{"filter": "trace_case == 'all' || datum.case == trace_case"}],
             "layer": layers,
         },
     )
 
+
+# --- every call ---------------------------------------------------------------------------
 
 CALL_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("label", "case", None),
@@ -642,64 +748,104 @@ CALL_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("call", "call in its block", None),
     ("host_us", "host latency µs", ".2f"),
 )
+CALL_DIGITS = 3  # ns resolution, as the timers: the size of every call of every case
+VIOLIN_DIGITS = 3  # a violin's outline: µs to the ns, x to a thousandth of a variant's width
 
 
 def call_distribution(calls: pd.DataFrame, description: str) -> dict[str, Any]:
     """Every timed call of the case and length the menus pick, per variant, on a log
-    axis: nothing clipped (zoom in on the body, out to the tail); the quartiles and the
-    median behind the dots."""
+    axis: nothing clipped (zoom in on the body, out to the tail); behind the dots the
+    PNG's violins and medians (``figuredata.call_violins``, ``call_medians``)."""
     title = "Per-call host latency: every call, none clipped"
     if calls.empty:
         return _note(title, description, "no measured calls in this run")
-    y = {
-        "field": "host_us",
-        "type": "quantitative",
-        "title": "host latency per call (µs; log scale)",
-        "scale": {"type": "log"},
-    }
-    color = {
-        "field": "half",
-        "title": "variant",
-        "scale": {"domain": list(VARIANTS), "range": [COLORS[v] for v in VARIANTS]},
-    }
-    points = {
-        "name": "call_points",
-        "mark": {"type": "point", "filled": True, "size": 14},
-        "params": [
-            {"name": "zoom", "select": {"type": "interval", "encodings": ["y"]}, "bind": "scales"},
-            *_picks()[1:],
-        ],
-        "encoding": {
-            "x": _variant_axis(),
-            "y": y,
-            "color": color,
-            "opacity": {"condition": {"param": "worker_pick", "value": 0.55}, "value": 0.08},
-            "tooltip": _tooltip(calls, CALL_TOOLTIP),
+    violins = figuredata.call_violins(calls)
+    medians = figuredata.call_medians(calls)
+
+    def y(field: str) -> dict[str, Any]:
+        return _q(field, title="host latency per call (µs; log scale)", scale={"type": "log"})
+
+    median_data = {"values": records(medians)}
+    layers: list[dict[str, Any]] = []
+    if len(violins):
+        layers.append(
+            {
+                "name": "call_violins",
+                "data": {"values": records(violins, digits=VIOLIN_DIGITS)},
+                "transform": PICKED,
+                "mark": {"type": "area", "orient": "horizontal", "opacity": 0.35},
+                "encoding": {
+                    "y": y("host_us"),
+                    "x": _variant_axis("left"),
+                    "x2": {"field": "right"},
+                    "color": _variant_color("variant"),
+                    "detail": {"field": "variant"},
+                },
+            }
+        )
+    layers += [
+        {
+            "name": "call_medians",
+            "data": median_data,
+            "transform": PICKED,
+            "mark": {"type": "rule", "strokeWidth": 2.2},
+            "encoding": {
+                "x": _variant_axis("left"),
+                "x2": {"field": "right"},
+                "y": y("median"),
+                "color": _variant_color("variant"),
+                "tooltip": [
+                    {"field": "variant", "title": "variant"},
+                    {"field": "median", "title": "median µs", "format": ".2f"},
+                    {"field": "note", "title": "calls (PNG range)"},
+                ],
+            },
         },
-    }
-    boxes = _boxes("host_us")
-    for layer in boxes:
-        layer["encoding"]["y"] = {**layer["encoding"]["y"], "scale": {"type": "log"}}
+        {
+            "name": "call_median_labels",
+            "data": median_data,
+            "transform": PICKED,
+            "mark": {"type": "text", "align": "left", "fontSize": 10},
+            "encoding": {
+                "x": _variant_axis("text_x"),
+                "y": y("median"),
+                "text": {"field": "text"},
+                "color": _variant_color("variant"),
+            },
+        },
+        {
+            "name": "call_points",
+            "transform": PICKED,
+            "mark": {"type": "point", "filled": True, "size": 14},
+            "params": [
+                {
+                    "name": "zoom",
+                    "select": {"type": "interval", "encodings": ["y"]},
+                    "bind": "scales",
+                },
+                *_picks()[1:],
+            ],
+            "encoding": {
+                "x": _variant_axis("x"),
+                "y": y("host_us"),
+                "color": _variant_color("variant"),
+                "opacity": {"condition": {"param": "worker_pick", "value": 0.55}, "value": 0.08},
+                "tooltip": _tooltip(calls, CALL_TOOLTIP),
+            },
+        },
+    ]
     return _chart(
         title,
         description,
         {
             "params": selectors(calls),
-            # ns resolution, as the timers: the size of every call of every case
-            "data": {"values": records(calls, digits=3)},
-            "transform": [
-                {"filter": SELECTED},
-                {"calculate": "datum.variant", "as": "half"},
-                {
-                    "calculate": "(datum.half == 'baseline' ? 1 : 2)"
-                    " + ((datum.block * 7 + datum.call * 13) % 17 / 16 - 0.5) * 0.5",
-                    "as": "x",
-                },
-            ],
-            "layer": [points, *boxes],
+            "data": {"values": records(calls, digits=CALL_DIGITS)},
+            "layer": layers,
         },
     )
 
+
+# --- intervals: the forest and the compare figure ------------------------------------------
 
 FOREST_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("label", "case", None),
@@ -712,59 +858,102 @@ FOREST_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("aa_low", "A/A low (%)", ".2f"),
     ("aa_high", "A/A high (%)", ".2f"),
 )
+ROW = "input"  # the y of an interval chart: the row's label
+EDGE_INSET = 5  # px: an interval end past the axis is drawn this far inside its edge
+
+
+def _fit_x(layers: list[dict[str, Any]], scale: dict[str, Any]) -> None:
+    """Give every layer's x field the one fitted scale, and clip their marks to it."""
+    for layer in layers:
+        x = layer.get("encoding", {}).get("x", {})
+        if "field" in x:
+            x["scale"] = scale
+            mark = layer["mark"]
+            layer["mark"] = {**(mark if isinstance(mark, dict) else {"type": mark}), "clip": True}
+
+
+def _axis(rows: pd.DataFrame) -> dict[str, Any]:
+    """The x scale of an interval chart: ``figuredata.axis_range`` of its rows (zoom out
+    with the wheel for the rest)."""
+    lo, hi = figuredata.axis_range(rows)
+    return {"domain": [round(lo, 3), round(hi, 3)], "nice": False, "zero": False}
+
+
+def _off_scale_marks(
+    rows: pd.DataFrame, y: dict[str, Any], offset: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The interval ends of ``figuredata.off_scale``, at the chart's edge on their side:
+    an arrow, and the end's number beside it."""
+    ends = figuredata.off_scale(rows)
+    columns = [c for c in (ROW, "series", "run", "side", "text") if c in ends]
+    layers = []
+    for side, x, align, shape in (
+        ("low", EDGE_INSET, "left", "triangle-left"),
+        ("high", WIDTH - EDGE_INSET, "right", "triangle-right"),
+    ):
+        mine = ends[ends["side"] == side]
+        if mine.empty:
+            continue
+        data = {"values": records(mine, columns)}
+        encoding: dict[str, Any] = {"y": y, "x": {"value": x}, "color": {"value": "#57606a"}}
+        if offset:
+            encoding["yOffset"] = offset
+        layers += [
+            {
+                "name": f"off_scale_{side}",
+                "data": data,
+                "mark": {"type": "point", "shape": shape, "filled": True, "size": 70},
+                "encoding": encoding,
+            },
+            {
+                "name": f"off_scale_{side}_labels",
+                "data": data,
+                "mark": {
+                    "type": "text",
+                    "dy": -7,
+                    "dx": 9 if side == "low" else -9,
+                    "fontSize": 10,
+                    "align": align,
+                },
+                "encoding": {**encoding, "text": {"field": "text"}},
+            },
+        ]
+    return layers
 
 
 def reduction_forest(
     forest: pd.DataFrame, workers: pd.DataFrame, description: str
 ) -> dict[str, Any]:
     """The reduction per case with the interval the verdict uses, coloured by verdict;
-    each worker's own reduction as an open circle; the A/A interval as a grey band."""
+    each worker's own reduction as an open circle; the A/A interval as a grey band; the
+    x axis and the interval ends past it from ``figuredata``."""
     title = "Reduction per case with the interval the verdict uses"
     if forest.empty:
         return _note(title, description, "no valid measured case")
-    several = forest["tokens"].nunique() > 1
-    rows = forest.copy()
-    rows["row"] = [
-        tables.input_label(c, t, several) for c, t in zip(rows["case"], rows["tokens"], strict=True)
-    ]
-    order = list(rows["row"])
-    units = workers.copy()
-    units["row"] = (
-        [
-            tables.input_label(c, t, several)
-            for c, t in zip(units["case"], units["tokens"], strict=True)
-        ]
-        if len(units)
-        else []
-    )
-    y = {"field": "row", "type": "nominal", "title": None, "sort": order}
-    x = {
-        "field": "reduction_pct",
-        "type": "quantitative",
-        "title": "host latency reduction (%); positive: fixed is faster",
-    }
+    y = {"field": ROW, "type": "nominal", "title": None, "sort": list(forest[ROW])}
+    x_title = "host latency reduction (%); positive: fixed is faster"
     color = {
         "field": "verdict",
         "title": "verdict",
         "scale": {"domain": list(VERDICT_COLORS), "range": list(VERDICT_COLORS.values())},
     }
-    tooltip = _tooltip(rows, FOREST_TOOLTIP)
-    scale, ends = _off_scale_marks(rows, y)
-    x["scale"] = scale
+    tooltip = _tooltip(forest, FOREST_TOOLTIP)
     layers: list[dict[str, Any]] = [
         {
+            "name": "zero",
+            "data": ONE,
             "mark": {"type": "rule", "color": "grey", "strokeDash": [4, 3]},
             "encoding": {"x": {"datum": 0}},
         },
     ]
-    if rows["aa_low"].notna().any():
+    if forest["aa_low"].notna().any():
         layers.append(
             {
-                "transform": [{"filter": "isValid(datum.aa_low)"}],
+                "name": "aa",
                 "mark": {"type": "bar", "color": "#d0d7de", "opacity": 0.7, "height": 18},
                 "encoding": {
                     "y": y,
-                    "x": {"field": "aa_low", "type": "quantitative"},
+                    "x": _q("aa_low"),
                     "x2": {"field": "aa_high"},
                     "tooltip": tooltip,
                 },
@@ -772,10 +961,11 @@ def reduction_forest(
         )
     layers += [
         {
-            "mark": {"type": "rule", "strokeWidth": 3, "clip": True},
+            "name": "forest_intervals",
+            "mark": {"type": "rule", "strokeWidth": 3},
             "encoding": {
                 "y": y,
-                "x": {"field": "low", "type": "quantitative", "title": x["title"], "scale": scale},
+                "x": _q("low", title=x_title),
                 "x2": {"field": "high"},
                 "color": color,
                 "tooltip": tooltip,
@@ -791,13 +981,19 @@ def reduction_forest(
                     "bind": "scales",
                 }
             ],
-            "encoding": {"y": y, "x": x, "color": color, "tooltip": tooltip},
+            "encoding": {
+                "y": y,
+                "x": _q("reduction_pct", title=x_title),
+                "color": color,
+                "tooltip": tooltip,
+            },
         },
     ]
-    if len(units):
+    if len(workers):
         layers.append(
             {
-                "data": {"values": records(units)},
+                "name": "forest_workers",
+                "data": {"values": records(workers)},
                 "mark": {
                     "type": "point",
                     "filled": False,
@@ -807,9 +1003,9 @@ def reduction_forest(
                 },
                 "encoding": {
                     "y": y,
-                    "x": {"field": "reduction_pct", "type": "quantitative"},
+                    "x": _q("reduction_pct"),
                     "tooltip": [
-                        {"field": "row", "title": "case"},
+                        {"field": ROW, "title": "case"},
                         {"field": "worker", "title": "worker"},
                         {
                             "field": "reduction_pct",
@@ -820,64 +1016,16 @@ def reduction_forest(
                 },
             }
         )
-    _fit_x(layers, scale)
-    layers += ends
+    _fit_x(layers, _axis(forest))
     return _chart(
         title,
         description,
-        {"height": max(28 * len(rows), 80), "data": {"values": records(rows)}, "layer": layers},
+        {
+            "height": max(28 * len(forest), 80),
+            "data": {"values": records(forest)},
+            "layer": [*layers, *_off_scale_marks(forest, y)],
+        },
     )
-
-
-def _fit_x(layers: list[dict[str, Any]], scale: dict[str, Any]) -> None:
-    """Give every layer's x field the one fitted scale, and clip their marks to it."""
-    for layer in layers:
-        x = layer.get("encoding", {}).get("x", {})
-        if "field" in x:
-            x["scale"] = scale
-            mark = layer["mark"]
-            layer["mark"] = {**(mark if isinstance(mark, dict) else {"type": mark}), "clip": True}
-
-
-def _off_scale_marks(
-    rows: pd.DataFrame, y: dict[str, Any], offset: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The x scale of an interval chart, fit to ``figuredata.axis_range`` (zoom out with
-    the wheel for the rest), and a text mark at the chart's edge for each interval end
-    beyond it: an arrow and the end's number."""
-    lo, hi = figuredata.axis_range(rows)
-    scale = {"domain": [round(lo, 3), round(hi, 3)], "nice": False, "zero": False}
-    ends = figuredata.off_scale(rows, lo, hi)
-    if ends.empty:
-        return scale, []
-    marks = rows.loc[ends["row"]].reset_index(drop=True)
-    marks["side"] = list(ends["side"])
-    marks["end_text"] = [
-        f"◀ {v:.1f} %" if side == "low" else f"{v:.1f} % ▶"
-        for side, v in zip(ends["side"], ends["value"], strict=True)
-    ]
-    columns = [c for c in ("row", "series", "side", "end_text") if c in marks]
-    layers = []
-    for side, x, align in (("low", 2, "left"), ("high", WIDTH - 2, "right")):
-        mine = marks[marks["side"] == side]
-        if mine.empty:
-            continue
-        encoding: dict[str, Any] = {
-            "y": y,
-            "text": {"field": "end_text"},
-            "x": {"value": x},
-        }
-        if offset:
-            encoding["yOffset"] = offset
-        layers.append(
-            {
-                "name": f"off_scale_{side}",
-                "data": {"values": records(mine, columns)},
-                "mark": {"type": "text", "dy": -7, "fontSize": 10, "align": align},
-                "encoding": {**encoding, "color": {"value": "#57606a"}},
-            }
-        )
-    return scale, layers
 
 
 COMPARE_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
@@ -888,54 +1036,113 @@ COMPARE_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
     ("low", "interval low (%)", ".2f"),
     ("high", "interval high (%)", ".2f"),
 )
+DIFFERENCE_TOOLTIP: tuple[tuple[str, str, str | None], ...] = (
+    ("series", "runs (B − A)", None),
+    ("label", "case", None),
+    ("tokens", "length (tokens)", None),
+    ("reduction_pct", "difference (pp)", ".2f"),
+    ("low", "interval low (pp)", ".2f"),
+    ("high", "interval high (pp)", ".2f"),
+)
+DIFFERENCE_WIDTH = 300
+
+
+def _panel(name: str) -> dict[str, Any]:
+    return {"filter": f"datum.panel == '{name}'"}
+
+
+def _differences(rows: pd.DataFrame, y: dict[str, Any]) -> dict[str, Any]:
+    """The difference panel: each same-configuration pair's B − A per case with its
+    interval, amber where it excludes 0."""
+    pairs = list(dict.fromkeys(rows["series"]))
+    offset = {"field": "series", "type": "nominal", "sort": pairs}
+    color = {"condition": {"test": "datum.differs", "value": DIFFERS_COLOR}}
+    color["value"] = VERDICT_COLORS[stats.NO_DIFFERENCE]
+    tooltip = _tooltip(rows, DIFFERENCE_TOOLTIP)
+    x_title = "difference B − A (percentage points), 95 % interval"
+    return {
+        "width": DIFFERENCE_WIDTH,
+        "transform": [_panel(figuredata.DIFFERENCE)],
+        "layer": [
+            {
+                "name": "difference_zero",
+                "data": ONE,
+                "mark": {"type": "rule", "color": "grey", "strokeDash": [4, 3]},
+                "encoding": {"x": {"datum": 0}},
+            },
+            {
+                "name": "differences",
+                "mark": {"type": "rule", "strokeWidth": 2.2},
+                "encoding": {
+                    "y": y,
+                    "yOffset": offset,
+                    "x": _q("low", title=x_title),
+                    "x2": {"field": "high"},
+                    "color": color,
+                    "tooltip": tooltip,
+                },
+            },
+            {
+                "name": "difference_points",
+                "mark": {"type": "point", "filled": True, "size": 50},
+                "encoding": {
+                    "y": y,
+                    "yOffset": offset,
+                    "x": _q("reduction_pct", title=x_title),
+                    "color": color,
+                    "tooltip": tooltip,
+                },
+            },
+        ],
+    }
 
 
 def compare_reductions(compare: pd.DataFrame, description: str) -> dict[str, Any]:
     """Each run's reduction per case with the verdict's interval, one colour per run; a
-    checkbox per run hides it (the axis then fits the runs left)."""
+    checkbox per run hides it (the axis then fits the runs left); beside it, where runs
+    share a configuration, each pair's difference (``figuredata.compare_table``'s two
+    panels)."""
     title = "Reduction per case across runs"
-    if compare.empty:
+    runs = compare[compare["panel"] == figuredata.RUNS] if len(compare) else compare
+    if runs.empty:
         return _note(title, description, "no valid rows to compare")
-    several = compare["tokens"].nunique() > 1
-    rows = compare.copy()
-    rows["row"] = [
-        tables.input_label(c, t, several) for c, t in zip(rows["case"], rows["tokens"], strict=True)
-    ]
+    differences = compare[compare["panel"] == figuredata.DIFFERENCE]
     keys = sorted(
-        set(zip(rows["case"], rows["tokens"], strict=True)), key=lambda k: tables.table_order(*k)
+        set(zip(runs["case"], runs["tokens"], runs[ROW], strict=True)),
+        key=lambda k: tables.table_order(k[0], int(k[1])),
     )
-    order = [tables.input_label(c, t, several) for c, t in keys]
-    runs = list(dict.fromkeys(rows["series"]))
-    rows["run"] = [runs.index(series) for series in rows["series"]]
+    names = list(dict.fromkeys(runs["series"]))
     shown = [
         {"name": f"show_{i}", "value": True, "bind": {"input": "checkbox", "name": f"{run} "}}
-        for i, run in enumerate(runs)
+        for i, run in enumerate(names)
     ]
-    y = {"field": "row", "type": "nominal", "title": None, "sort": order}
-    offset = {"field": "series", "type": "nominal", "sort": runs}
+    visible = {"filter": f"[{', '.join(p['name'] for p in shown)}][datum.run]"}
+    y = {"field": ROW, "type": "nominal", "title": None, "sort": [k[2] for k in keys]}
+    offset = {"field": "series", "type": "nominal", "sort": names}
     color = {
         "field": "series",
         "type": "nominal",
         "title": "run",
-        "sort": runs,
-        "scale": {"domain": runs, "range": [SERIES[i % len(SERIES)] for i in range(len(runs))]},
+        "sort": names,
+        "scale": {"domain": names, "range": [SERIES[i % len(SERIES)] for i in range(len(names))]},
         "legend": {"orient": "bottom", "direction": "vertical", "labelLimit": 600},
     }
-    tooltip = _tooltip(rows, COMPARE_TOOLTIP)
+    tooltip = _tooltip(runs, COMPARE_TOOLTIP)
     x_title = "host latency reduction (%) with the verdict's 95 % interval"
-    scale, ends = _off_scale_marks(rows, y, offset)
     layers: list[dict[str, Any]] = [
         {
+            "name": "zero",
+            "data": ONE,
             "mark": {"type": "rule", "color": "grey", "strokeDash": [4, 3]},
             "encoding": {"x": {"datum": 0}},
         },
         {
-            "transform": [{"filter": "isValid(datum.low)"}],
+            "name": "compare_intervals",
             "mark": {"type": "rule", "strokeWidth": 2},
             "encoding": {
                 "y": y,
                 "yOffset": offset,
-                "x": {"field": "low", "type": "quantitative", "title": x_title},
+                "x": _q("low", title=x_title),
                 "x2": {"field": "high"},
                 "color": color,
                 "tooltip": tooltip,
@@ -954,7 +1161,7 @@ def compare_reductions(compare: pd.DataFrame, description: str) -> dict[str, Any
             "encoding": {
                 "y": y,
                 "yOffset": offset,
-                "x": {"field": "reduction_pct", "type": "quantitative", "title": x_title},
+                "x": _q("reduction_pct", title=x_title),
                 "color": color,
                 "shape": {
                     "condition": {"test": "isValid(datum.low)", "value": "circle"},
@@ -964,20 +1171,32 @@ def compare_reductions(compare: pd.DataFrame, description: str) -> dict[str, Any
             },
         },
     ]
-    _fit_x(layers, scale)
+    _fit_x(layers, _axis(runs))
+    ends = _off_scale_marks(runs, y, offset)
     for end in ends:  # hidden with its run
-        end["transform"] = [
-            {"calculate": f"indexof({json.dumps(runs)}, datum.series)", "as": "run"},
-            {"filter": f"[{', '.join(p['name'] for p in shown)}][datum.run]"},
-        ]
-    return _chart(
+        end["transform"] = [visible]
+    step = {"step": 14 * max(len(names), 2)}
+    view: dict[str, Any] = {
+        "transform": [_panel(figuredata.RUNS), visible],
+        "layer": [*layers, *ends],
+    }
+    if differences.empty:
+        body: dict[str, Any] = {"height": step, **view}
+    else:  # side by side, of one fixed height: a step would size each view its own way
+        height = step["step"] * len(keys)
+        beside = {**y, "axis": {"labels": False, "ticks": False}}
+        body = {
+            "hconcat": [
+                {"width": WIDTH, "height": height, **view},
+                {"height": height, **_differences(differences, beside)},
+            ],
+            "resolve": {"scale": {"y": "shared", "color": "independent"}},
+        }
+    spec = _chart(
         title,
         description,
-        {
-            "height": {"step": 14 * max(len(runs), 2)},
-            "params": shown,
-            "data": {"values": records(rows)},
-            "transform": [{"filter": f"[{', '.join(p['name'] for p in shown)}][datum.run]"}],
-            "layer": [*layers, *ends],
-        },
+        {"params": shown, "data": {"values": records(compare)}, **body},
     )
+    if "hconcat" in spec:  # a concatenation sizes its views, not itself
+        del spec["width"], spec["height"]
+    return spec

@@ -1,5 +1,11 @@
 """The static renderer: matplotlib figures of a run, returned to the caller (never shown,
-never a backend switch), each drawn from its table in ``figuredata``.
+never a backend switch), each drawn from its tables in ``figuredata``.
+
+It only maps those tables' columns to matplotlib artists: every value drawn (a trend, a
+violin's outline, a box, a worker's own reduction, an axis limit, an interval end past
+it) is a table's, the same rows the interactive renderer draws. Each artist that draws
+rows carries a ``gid`` naming the chart's layer that draws the same rows (``name`` or
+``name:detail``), which ``tests/test_interactive.py`` compares.
 
 Every figure is a ``ReportFigure``: a ``matplotlib.figure.Figure`` built without pyplot
 (so library code holds no global figure state) that carries its alt text. A notebook
@@ -18,18 +24,18 @@ import base64
 import html
 import io
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, ScalarFormatter
 from matplotlib.transforms import blended_transform_factory
-from scipy import stats as sps
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
@@ -41,7 +47,6 @@ __all__ = [
     "DIFFERS_COLOR",
     "DRIFT_COLOR",
     "FIGURE_DPI",
-    "LOG_SCALE_SPAN",
     "ORDER_MARKERS",
     "OUTLIER_EDGE",
     "OUTLIER_WORKER_SHADE",
@@ -169,50 +174,52 @@ def _label(case: str, tokens: int, several: bool) -> str:
 # --- the paired blocks of one case --------------------------------------------------------
 
 
-def _draw_workers(
-    ax: Axes, paired: pd.DataFrame, row: dict[str, Any], odd: Mapping[int, str]
-) -> tuple[bool, bool]:
-    """Shade each worker's blocks (an outlier worker's, in ``odd``, in amber and labelled
-    so) and draw its own reduction (the t interval's unit); returns whether it shaded
-    workers and whether it drew their reductions."""
-    spans = figuredata.worker_spans(paired)
-    if spans.empty:
-        return False, False
-    units = row.get("worker_reduction_pct") or []
-    workers = sorted(set(spans["worker"]))
-    own = dict(zip(workers, units, strict=False)) if len(units) == len(workers) else {}
+def _case_rows(frame: pd.DataFrame, case: str, tokens: int) -> pd.DataFrame:
+    """The rows of one case and length of a figure's table."""
+    return frame[(frame["case"] == case) & (frame["tokens"] == tokens)]
+
+
+def _draw_workers(ax: Axes, spans: pd.DataFrame) -> tuple[bool, bool]:
+    """Each worker's span of one case (``figuredata.worker_spans``): its band (an outlier
+    worker's amber), its label and its own reduction (the t interval's unit) where there
+    is one; returns whether it drew spans and whether it drew their reductions."""
     top = blended_transform_factory(ax.transData, ax.transAxes)
-    for worker, start, end, shade in spans[["worker", "start", "end", "shade"]].itertuples(
-        index=False
-    ):
-        if worker in odd:
+    lines = False
+    for span in spans.itertuples(index=False):
+        if span.outlier_worker:
             ax.axvspan(
-                start - 0.5, end + 0.5, color=OUTLIER_WORKER_SHADE, zorder=0, gid="outlier-worker"
+                span.x0,
+                span.x1,
+                color=OUTLIER_WORKER_SHADE,
+                zorder=0,
+                gid="worker_spans:outlier-worker",
             )
-        elif shade:
-            ax.axvspan(start - 0.5, end + 0.5, color=WORKER_SHADE, zorder=0)
+        elif span.shade:
+            ax.axvspan(span.x0, span.x1, color=WORKER_SHADE, zorder=0, gid="worker_spans")
         ax.text(
-            (start + end) / 2,
+            span.mid,
             0.98,
-            f"w{worker} outlier" if worker in odd else f"w{worker}",
+            span.text,
             transform=top,
             ha="center",
             va="top",
             fontsize=7,
-            color=OUTLIER_WORKER_TEXT if worker in odd else "#555",
-            fontweight="bold" if worker in odd else "normal",
+            color=OUTLIER_WORKER_TEXT if span.outlier_worker else "#555",
+            fontweight="bold" if span.outlier_worker else "normal",
+            gid="worker_labels",
         )
-        if worker in own:
+        if not pd.isna(span.reduction_pct):
+            lines = True
             ax.hlines(
-                own[worker],
-                start - 0.4,
-                end + 0.4,
+                span.reduction_pct,
+                span.line_x0,
+                span.line_x1,
                 color="#333",
                 lw=1.4,
                 zorder=2,
-                gid="worker-reduction",
+                gid="worker_reductions",
             )
-    return True, bool(own)
+    return not spans.empty, lines
 
 
 def _outlier_worker_lines(odd: Mapping[int, str]) -> list[str]:
@@ -223,68 +230,67 @@ def _outlier_worker_lines(odd: Mapping[int, str]) -> list[str]:
     ]
 
 
-def _draw_drift(ax: Axes, paired: pd.DataFrame, diag: dict[str, Any]) -> list[str]:
-    """The drift diagnostic where detected: a Theil–Sen trend of the block reductions and,
-    when the baseline level moved, its block medians on a right-hand axis."""
-    drift = diag.get("drift") or {}
-    if not drift.get("detected"):
-        return []
-    alpha = drift.get("alpha", stats.ALPHA)
-    found = []
-    x = np.arange(len(paired), dtype=float)
-    p_d, p_b = drift.get("p_log_ratio"), drift.get("p_baseline")
-    if p_d is not None and p_d < alpha:
-        slope, intercept, _, _ = sps.theilslopes(paired["reduction_pct"].to_numpy(), x)
-        ax.plot(x, intercept + slope * x, color=DRIFT_COLOR, lw=1.5, ls="-.", zorder=4, gid="drift")
-        way = "falls" if drift["rho_log_ratio"] > 0 else "rises"
-        found.append(f"drift: reduction {way} (ρ {drift['rho_log_ratio']:.2f}, p {p_d:.2g})")
-    if p_b is not None and p_b < alpha:
+def _drawn(paired: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows of ``paired`` that draw ``column`` (not None there)."""
+    return paired[paired[column].notna()]
+
+
+def _draw_lines(ax: Axes, paired: pd.DataFrame) -> set[str]:
+    """The lines through one case's blocks the diagnostics ask for, from ``paired``'s
+    columns: each run order's median reduction (order effect), the reductions' trend
+    and, on a right-hand axis, the baseline's block medians (drift); returns the legend
+    entries they need."""
+    used = set()
+    order = _drawn(paired, "order_effect_pct")
+    for first, value in order.groupby("first", sort=False)["order_effect_pct"].first().items():
+        ax.axhline(
+            value, color=COLORS[first], ls="--", lw=1.2, zorder=2, gid=f"order_effect:{first}"
+        )
+        used.add("order")
+    trend = _drawn(paired, "trend_pct")
+    if len(trend):
+        ax.plot(
+            trend["order"],
+            trend["trend_pct"],
+            color=DRIFT_COLOR,
+            lw=1.5,
+            ls="-.",
+            zorder=4,
+            gid="trend",
+        )
+        used.add("trend")
+    baseline = _drawn(paired, "baseline_drift_us")
+    if len(baseline):
         twin = ax.twinx()
+        twin.set_gid(ax.get_gid())
         twin.plot(
-            x,
-            paired["baseline_us"],
+            baseline["order"],
+            baseline["baseline_drift_us"],
             color=DRIFT_COLOR,
             lw=1,
             alpha=0.6,
             marker=".",
-            gid="baseline-drift",
+            gid="baseline_drift",
         )
         twin.tick_params(axis="y", labelsize=7, colors=DRIFT_COLOR)
-        way = "rises" if drift["rho_baseline"] > 0 else "falls"
-        found.append(f"drift: baseline μs {way} (ρ {drift['rho_baseline']:.2f}, p {p_b:.2g})")
-    return found
-
-
-def _draw_order_effect(ax: Axes, diag: dict[str, Any]) -> list[str]:
-    """The order-effect diagnostic where detected: each run order's median reduction."""
-    order = diag.get("order_effect") or {}
-    if not order.get("detected"):
-        return []
-    for variant in VARIANTS:
-        value = order.get(f"{variant}_first_reduction_pct")
-        if value is not None:
-            ax.axhline(value, color=COLORS[variant], ls="--", lw=1.2, zorder=2, gid="order-effect")
-    return [f"order effect {order['difference_pct_points']:+.1f} pp (p {order['p_value']:.2g})"]
+        used.add("baseline_drift")
+    return used
 
 
 def _scatter_by_order(ax: Axes, paired: pd.DataFrame) -> None:
     """Each block's reduction, coloured and shaped by the variant that ran first; the
-    blocks of an outlier worker hollow."""
-    x = np.arange(len(paired))
-    hollow = paired["outlier_worker"].fillna(False).astype(bool).to_numpy()
+    blocks of an outlier worker hollow; outlier blocks ringed."""
+    hollow = paired["outlier_worker"].fillna(False).astype(bool)
     for first in (*VARIANTS, None):
-        if first is None:
-            mask = paired["first"].isna().to_numpy()
-        else:
-            mask = (paired["first"] == first).to_numpy()
+        mask = paired["first"].isna() if first is None else paired["first"] == first
         color = COLORS.get(first or "", UNKNOWN_ORDER)
         marker = ORDER_MARKERS.get(first or "", "D")
-        gid = f"first-{first or 'unknown'}"
-        for part, open_ in ((mask & ~hollow, False), (mask & hollow, True)):
-            if part.any():
+        gid = f"paired_points:first-{first or 'unknown'}"
+        for part, open_ in ((paired[mask & ~hollow], False), (paired[mask & hollow], True)):
+            if len(part):
                 ax.scatter(
-                    x[part],
-                    paired["reduction_pct"].to_numpy()[part],
+                    part["order"],
+                    part["reduction_pct"],
                     s=22,
                     facecolors="none" if open_ else color,
                     edgecolors=color,
@@ -296,14 +302,14 @@ def _scatter_by_order(ax: Axes, paired: pd.DataFrame) -> None:
     outliers = paired[paired["outlier"]]
     if not outliers.empty:
         ax.scatter(
-            outliers.index.to_numpy(),
+            outliers["order"],
             outliers["reduction_pct"],
             s=130,
             facecolors="none",
             edgecolors=OUTLIER_EDGE,
             linewidths=1.4,
             zorder=6,
-            gid="outliers",
+            gid="outlier_rings",
         )
 
 
@@ -368,6 +374,8 @@ def paired_blocks(result: RunResult) -> ReportFigure:
     effect are drawn where the diagnostics detect them, and named in the panel's title.
     A worker whose own reduction the others don't support (the diagnostics' outlier
     worker) has its blocks hollow on an amber band, and its likely reason in the title.
+    Every line and band is a column of ``figuredata.paired_table`` or
+    ``figuredata.worker_spans``.
     """
     frame = tables.blocks_frame(result)
     title = "Paired blocks over time"
@@ -375,6 +383,7 @@ def paired_blocks(result: RunResult) -> ReportFigure:
         return _message_panel(title, "no measured blocks in this run")
     keys, several, fig, axes = _case_panels(frame, 4.4, 3.2, 1.4)
     table = figuredata.paired_table(result)
+    spans = figuredata.worker_spans(table)
     alt_parts: list[str] = []
     used: set[str] = set()
     for ax, (case, tokens) in zip(axes.flat, keys, strict=False):
@@ -384,16 +393,12 @@ def paired_blocks(result: RunResult) -> ReportFigure:
             ax.set_axis_off()
             ax.set_title(f"{label}: no complete block", fontsize=10)
             continue
-        row = result.summary_row(case, tokens) or {}
-        diag = figuredata.diagnostics(result, case, tokens)
+        ax.set_gid(f"{case}@{tokens}")
         odd = figuredata.outlier_worker_reasons(result, case, tokens)
-        shaded, per_worker = _draw_workers(ax, paired, row, odd)
-        if shaded:
-            used.add("workers")
-        if per_worker:
-            used.add("worker_line")
-        elif row.get("reduction_pct") is not None:
-            ax.axhline(row["reduction_pct"], color="#333", lw=1.2, zorder=2)
+        shaded, per_worker = _draw_workers(ax, _case_rows(spans, case, tokens))
+        used.update({"workers"} if shaded else set(), {"worker_line"} if per_worker else set())
+        for value in _drawn(paired, "headline_pct")["headline_pct"].unique():
+            ax.axhline(value, color="#333", lw=1.2, zorder=2, gid="headline")
             used.add("headline")
         _scatter_by_order(ax, paired)
         used.update(str(f) if isinstance(f, str) else "unknown" for f in paired["first"])
@@ -401,17 +406,11 @@ def paired_blocks(result: RunResult) -> ReportFigure:
             used.add("outlier")
         if paired["outlier_worker"].any():
             used.add("outlier_worker")
-        ax.axhline(0, color="grey", ls=":", lw=1)
+        ax.axhline(0, color="grey", ls=":", lw=1, gid="zero")
         low, high = ax.get_ylim()
         ax.set_ylim(min(low, 0), max(high, 0))
-        drift = _draw_drift(ax, paired, diag)
-        order = _draw_order_effect(ax, diag)
-        used.update(
-            {"trend"} if any("reduction" in d for d in drift) else set(),
-            {"baseline_drift"} if any("baseline" in d for d in drift) else set(),
-            {"order"} if order else set(),
-        )
-        found = drift + order
+        used |= _draw_lines(ax, paired)
+        found = figuredata.paired_findings(result, case, tokens)
         lines = [label, *found, *_outlier_worker_lines(odd)]
         ax.set_title("\n".join(lines), fontsize=10 if len(lines) == 1 else 9)
         ax.set_xlim(-0.6, len(paired) - 0.4)
@@ -452,55 +451,88 @@ def paired_blocks(result: RunResult) -> ReportFigure:
 # --- box and dots -------------------------------------------------------------------------
 
 
+def _draw_boxes(ax: Axes, boxes: pd.DataFrame) -> None:
+    """One case's boxes (``figuredata.block_boxes``) as matplotlib draws a box plot, from
+    the table's statistics: the box, its median, the whiskers and their caps."""
+    stats_ = [
+        {
+            "med": box.median,
+            "q1": box.q1,
+            "q3": box.q3,
+            "whislo": box.whislo,
+            "whishi": box.whishi,
+            "label": box.variant,
+        }
+        for box in boxes.itertuples(index=False)
+    ]
+    drawn = ax.bxp(
+        stats_,
+        positions=list(boxes["x"]),
+        widths=figuredata.BOX_WIDTH,
+        patch_artist=True,
+        showfliers=False,
+        zorder=1,
+    )
+    for patch, variant in zip(drawn["boxes"], boxes["variant"], strict=True):
+        patch.set_facecolor(COLORS[variant])
+        patch.set_alpha(0.2)
+        patch.set_gid("block_boxes")
+    for median in drawn["medians"]:
+        median.set_color("#333")
+        median.set_gid("block_medians")
+    for name in ("whiskers", "caps"):
+        for line in drawn[name]:
+            line.set_gid(f"block_{name}")
+
+
 def block_distributions(result: RunResult) -> ReportFigure:
     """Block medians of host latency per variant, one panel per case, each block's two
-    halves joined by a line; outlier blocks (diagnostics) drawn in black."""
+    halves joined by a line; outlier blocks (diagnostics) drawn in black; behind them
+    each variant's box (``figuredata.block_boxes``)."""
     frame = tables.blocks_frame(result)
     title = "Per-block host latency"
     if frame.empty:
         return _message_panel(title, "no measured blocks in this run")
     keys, several, fig, axes = _case_panels(frame, 4.2, 3.1, 1.0)
     table = figuredata.paired_table(result)
-    rng = np.random.default_rng(0)
+    halves = figuredata.block_halves(table)
+    boxes = figuredata.block_boxes(table)
     not_from_zero: list[str] = []
     alt_parts: list[str] = []
     any_outlier = False
     for ax, (case, tokens) in zip(axes.flat, keys, strict=False):
-        paired = figuredata.case_paired(table, case, tokens)
+        mine = _case_rows(halves, case, tokens)
         label = _label(case, tokens, several)
-        if paired.empty:
+        if mine.empty:
             ax.set_axis_off()
             ax.set_title(f"{label}: no complete block", fontsize=10)
             continue
-        data = [paired[f"{v}_us"].to_numpy() for v in VARIANTS]
-        box = ax.boxplot(data, widths=0.5, patch_artist=True, showfliers=False, zorder=1)
-        for patch, variant in zip(box["boxes"], VARIANTS, strict=True):
-            patch.set_facecolor(COLORS[variant])
-            patch.set_alpha(0.2)
-        for median in box["medians"]:
-            median.set_color("#333")
-        jitter = rng.uniform(-0.1, 0.1, size=len(paired))
-        for i, (_, block) in enumerate(paired.iterrows()):
-            outlier = bool(block["outlier"])
+        ax.set_gid(f"{case}@{tokens}")
+        box = _case_rows(boxes, case, tokens)
+        _draw_boxes(ax, box)
+        for _, pair in mine.groupby("block", sort=False):
+            outlier = bool(pair["outlier"].iloc[0])
             any_outlier |= outlier
             ax.plot(
-                [1 + jitter[i], 2 + jitter[i]],
-                [block["baseline_us"], block["fixed_us"]],
+                pair["x"],
+                pair["us"],
                 color=OUTLIER_EDGE if outlier else "#9a9a9a",
                 lw=1.5 if outlier else 0.7,
                 alpha=1.0 if outlier else 0.6,
                 zorder=2,
-                gid="pair",
+                gid="block_pairs",
             )
-        for x, variant in enumerate(VARIANTS, start=1):
+        for variant in VARIANTS:
+            half = mine[mine["half"] == variant]
             ax.scatter(
-                x + jitter,
-                paired[f"{variant}_us"],
+                half["x"],
+                half["us"],
                 s=14,
                 color=COLORS[variant],
-                edgecolors=[OUTLIER_EDGE if o else "none" for o in paired["outlier"]],
+                edgecolors=[OUTLIER_EDGE if o else "none" for o in half["outlier"]],
                 linewidths=1.2,
                 zorder=3,
+                gid=f"distribution_points:{variant}",
             )
         ax.set_xticks([1, 2], list(VARIANTS))
         row = result.summary_row(case, tokens) or {}
@@ -510,9 +542,10 @@ def block_distributions(result: RunResult) -> ReportFigure:
         ax.grid(axis="y", alpha=0.3)
         if ax.get_ylim()[0] > 0:
             not_from_zero.append(label)
+        medians = dict(zip(box["variant"], box["median"], strict=True))
         alt_parts.append(
-            f"{label}: median block baseline {np.median(data[0]):.1f} μs, fixed "
-            f"{np.median(data[1]):.1f} μs" + ("" if reduction is None else f" ({suffix[2:]})")
+            f"{label}: median block baseline {medians['baseline']:.1f} μs, fixed "
+            f"{medians['fixed']:.1f} μs" + ("" if reduction is None else f" ({suffix[2:]})")
         )
     ylabel = "block median host latency (μs)"
     shown = list(not_from_zero)
@@ -538,25 +571,6 @@ def block_distributions(result: RunResult) -> ReportFigure:
 
 # --- every call of one case ---------------------------------------------------------------
 
-LOG_SCALE_SPAN = 2.0  # a log axis once the plotted range spans more than this factor
-
-
-def _violin(ax: Axes, x: float, values: np.ndarray, color: str, log: bool) -> tuple[float, float]:
-    """A violin of ``values`` that tapers to nothing past the data (a Gaussian KDE
-    evaluated two bandwidths beyond the extremes, in log space on a log axis); returns the
-    span it covers, which the axis must hold whole."""
-    data = np.log(values) if log else values
-    if data.size < 2 or np.ptp(data) == 0:
-        return float(values.min()), float(values.max())
-    kde = sps.gaussian_kde(data)
-    bandwidth = float(np.sqrt(kde.covariance[0, 0]))
-    grid = np.linspace(data.min() - 2 * bandwidth, data.max() + 2 * bandwidth, 300)
-    density = kde(grid)
-    half = 0.4 * density / density.max()
-    ys = np.exp(grid) if log else grid
-    ax.fill_betweenx(ys, x - half, x + half, color=color, alpha=0.35, lw=0, gid="violin")
-    return float(ys.min()), float(ys.max())
-
 
 def _sparse_log_label(value: float, _position: int) -> str:
     """A minor tick's label on a log axis only at 2 and 5 times a power of ten."""
@@ -565,9 +579,11 @@ def _sparse_log_label(value: float, _position: int) -> str:
 
 
 def call_distribution(result: RunResult, case: str | None = None) -> ReportFigure:
-    """Every call's host latency for one case, per variant: a violin of the calls within
-    the plotted range (0.5th to 99th percentile; whole, never cut by the frame), each
-    variant's median in its colour, and how many calls lie outside the range."""
+    """Every call's host latency for one case (its first length), per variant: a violin
+    of the calls within the plotted range (0.5th to 99th percentile; whole, never cut by
+    the frame), each variant's median in its colour, and how many calls lie outside the
+    range; violins, medians and axis from ``figuredata.call_violins``, ``call_medians``
+    and ``call_axes``."""
     reason = tables.DETAIL_REASON if case is None else "the case asked for"
     case = case or tables.detail_case(result)
     every = figuredata.call_table(result)
@@ -578,62 +594,66 @@ def call_distribution(result: RunResult, case: str | None = None) -> ReportFigur
     tokens = int(calls["tokens"].iloc[0])  # case_calls's: the first length
     lengths = set(every.loc[every["case"] == case, "tokens"])
     label = CASE_LABELS.get(case, case) + (f" at {tokens} tokens" if len(lengths) > 1 else "")
+    [axis] = figuredata.call_axes(calls).itertuples(index=False)
+    violins = figuredata.call_violins(calls)
+    medians = figuredata.call_medians(calls)
     fig = _new(8, 4.8)
     ax = fig.add_subplot()
-    low, high = figuredata.call_range(calls)
-    log = low > 0 and high / low > LOG_SCALE_SPAN
-    spans = [low, high]
-    outside_lines = []
-    alt_parts = []
-    for x, variant in enumerate(VARIANTS, start=1):
-        values = calls.loc[calls["variant"] == variant, "host_us"].to_numpy()
-        if not values.size:
-            continue
-        inside = values[(values >= low) & (values <= high)]
-        above, below = int((values > high).sum()), int((values < low).sum())
-        if inside.size:
-            spans.extend(_violin(ax, x, inside, COLORS[variant], log))
-        median = float(np.median(values))
-        ax.hlines(median, x - 0.3, x + 0.3, color=COLORS[variant], lw=2.2, zorder=3, gid="median")
+    ax.set_gid(f"{case}@{tokens}")
+    for variant in VARIANTS:
+        outline = violins[violins["variant"] == variant]
+        if len(outline):
+            ax.fill_betweenx(
+                outline["host_us"],
+                outline["left"],
+                outline["right"],
+                color=COLORS[variant],
+                alpha=0.35,
+                lw=0,
+                gid="call_violins",
+            )
+    for median in medians.itertuples(index=False):
+        color = COLORS[median.variant]
+        ax.hlines(
+            median.median,
+            median.left,
+            median.right,
+            color=color,
+            lw=2.2,
+            zorder=3,
+            gid="call_medians",
+        )
         ax.text(
-            x + 0.32, median, f"median {median:.1f}", color=COLORS[variant], va="center", fontsize=8
+            median.text_x,
+            median.median,
+            median.text,
+            color=color,
+            va="center",
+            fontsize=8,
+            gid="call_median_labels",
         )
-        hidden = []
-        if above:
-            hidden.append(f"{above} above {high:.0f} μs")
-        if below:
-            hidden.append(f"{below} below {low:.0f} μs")
-        note = f"{len(values)} calls, " + (
-            " and ".join(hidden) + " not shown" if hidden else "all shown"
-        )
-        outside_lines.append(f"{variant}: {note}")
-        alt_parts.append(f"{variant} median {median:.1f} μs, {note}")
-    bottom, top = min(spans), max(spans)
-    if log:
+    if axis.log:
         ax.set_yscale("log")
-        ax.set_ylim(bottom / 1.05, top * 1.05)
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(FuncFormatter(_sparse_log_label))
-    else:
-        pad = 0.04 * (top - bottom or top or 1.0)
-        ax.set_ylim(max(bottom - pad, 0.0), top + pad)
-    ticks = [
-        f"{v}\n" + textwrap.fill(line.split(": ", 1)[1], 40)
-        for v, line in zip(VARIANTS, outside_lines, strict=True)
-    ]
+    ax.set_ylim(axis.y_min, axis.y_max)
+    notes = dict(zip(medians["variant"], medians["note"], strict=True))
+    ticks = [f"{v}\n" + textwrap.fill(notes.get(v, "no calls"), 40) for v in VARIANTS]
     ax.set_xticks([1, 2], ticks, fontsize=9)
     ax.set_xlim(0.4, 2.9)
-    scale = "log scale" if log else ("linear" if ax.get_ylim()[0] <= 0 else "linear, not from 0")
-    ax.set_ylabel(f"host latency per call (μs; {scale})")
+    ax.set_ylabel(f"host latency per call (μs; {axis.scale})")
     ax.set_title(
         f"Per-call host latency: {label}\n({reason}; "
         f"{figuredata.LOW_PERCENTILE:g}th–{figuredata.HIGH_PERCENTILE:g}th percentile shown)",
         fontsize=11,
     )
     ax.grid(axis="y", alpha=0.3, which="both")
+    alt_parts = [f"{m.variant} median {m.median:.1f} μs, {m.note}" for m in medians.itertuples()]
     fig.alt_text = (
         f"Violin plots of every call's host latency for {label} ({reason}), baseline and "
-        f"fixed, {low:.0f}–{high:.0f} μs shown ({scale}): " + "; ".join(alt_parts) + "."
+        f"fixed, {axis.low:.0f}–{axis.high:.0f} μs shown ({axis.scale}): "
+        + "; ".join(alt_parts)
+        + "."
     )
     return fig
 
@@ -664,24 +684,56 @@ def frequency_note(result: RunResult) -> str | None:
     return None
 
 
-def _clock_segments(ax: Any, edges: pd.DataFrame, column: str) -> list[Line2D]:
-    """One segment per block half, from its start's ``column`` to its end's over wall time
-    since the first block, coloured by the variant that ran; the legend's handles."""
+def _trace(result: RunResult, column: str) -> pd.DataFrame:
+    """``figuredata.trace_table`` of ``column`` for ``result``."""
+    edges = figuredata.edge_table(result)
+    return figuredata.trace_table(edges, figuredata.paired_table(result), column)
+
+
+def _draw_trace(ax: Axes, trace: pd.DataFrame, column: str, segments: bool) -> list[Line2D]:
+    """A trace's reads over wall time since the first block, coloured by the variant
+    that ran (joined per block half when ``segments``), the rows the table rings ringed;
+    the legend's handles."""
     for variant in VARIANTS:
-        sub = edges[edges["variant"] == variant]
-        for _, half in sub.groupby(["case", "tokens", "block"], sort=False):
-            ax.plot(
-                half["wall_s"],
-                half[column],
-                color=COLORS[variant],
-                lw=1.2,
-                marker=".",
-                ms=4,
-                gid=variant,
-            )
+        sub = trace[trace["variant"] == variant]
+        if segments:
+            for _, half in sub.groupby("key", sort=False):
+                ax.plot(
+                    half["wall_s"],
+                    half[column],
+                    color=COLORS[variant],
+                    lw=1.2,
+                    gid=f"trace_segments:{variant}",
+                )
+    for variant in VARIANTS:
+        sub = trace[trace["variant"] == variant]
+        ax.plot(
+            sub["wall_s"],
+            sub[column],
+            ls="",
+            marker=".",
+            ms=4,
+            color=COLORS[variant],
+            gid=f"trace_points:{variant}",
+        )
+    ringed = trace[trace["ring"]]
+    if len(ringed):
+        ax.scatter(
+            ringed["wall_s"],
+            ringed[column],
+            s=80,
+            facecolors="none",
+            edgecolors=OUTLIER_EDGE,
+            zorder=4,
+            gid="trace_rings",
+        )
     ax.set_xlabel("wall time since the first block (s)")
     ax.grid(alpha=0.3)
-    return [Line2D([], [], color=COLORS[v], marker=".", label=f"{v} ran") for v in VARIANTS]
+    style = {"marker": "."} if segments else {"ls": "", "marker": "."}
+    return [Line2D([], [], color=COLORS[v], label=f"{v} ran", **style) for v in VARIANTS]
+
+
+RING_LABEL = "excursion: > 2 % from\nits case's median MHz"
 
 
 def frequency_trace(result: RunResult) -> ReportFigure | None:
@@ -690,33 +742,17 @@ def frequency_trace(result: RunResult) -> ReportFigure | None:
     frequency is not observable (``frequency_note`` says so in one line)."""
     if frequency_note(result) is not None:
         return None
-    edges = figuredata.edge_table(result)
+    trace = _trace(result, "cpu_mhz")
     source = result.metadata.get("cpu_frequency_source", "unknown")
     core = result.metadata.get("cpu_core")
     fig = _new(11, 4)
     ax = fig.add_subplot()
-    mhz = _reads(edges, "cpu_mhz")
-    handles = _clock_segments(ax, edges, "cpu_mhz")
-    flagged = edges[edges["frequency_flag"] & (edges["edge"] == "start")]
-    if not flagged.empty:
-        ax.scatter(
-            flagged["wall_s"],
-            flagged["cpu_mhz"],
-            s=80,
-            facecolors="none",
-            edgecolors=OUTLIER_EDGE,
-            zorder=4,
-        )
+    mhz = _reads(trace, "cpu_mhz")
+    handles = _draw_trace(ax, trace, "cpu_mhz", segments=True)
+    ringed = trace[trace["ring"]]
+    if len(ringed):
         handles.append(
-            Line2D(
-                [],
-                [],
-                ls="",
-                marker="o",
-                mfc="none",
-                mec=OUTLIER_EDGE,
-                label="excursion: > 2 % from\nits case's median MHz",
-            )
+            Line2D([], [], ls="", marker="o", mfc="none", mec=OUTLIER_EDGE, label=RING_LABEL)
         )
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
     ax.set_ylabel("MHz (axis not from 0)")
@@ -724,7 +760,7 @@ def frequency_trace(result: RunResult) -> ReportFigure | None:
         f"CPU frequency of core {core} at each block half's start and end (source: {source})",
         fontsize=11,
     )
-    blocks = flagged.groupby(["case", "tokens"])["block"].nunique().sum() if len(flagged) else 0
+    blocks = ringed.groupby(["case", "tokens"])["block"].nunique().sum() if len(ringed) else 0
     fig.alt_text = (
         f"Line segments of core {core}'s frequency at the start and end of each block half "
         f"over wall time, coloured by the variant that ran: {mhz.min():.0f}–{mhz.max():.0f} "
@@ -737,13 +773,13 @@ def gpu_clock_trace(result: RunResult) -> ReportFigure | None:
     """The GPU's SM clock (NVML) at the start and end of every block half, over wall time,
     coloured by the variant that ran; None when no clock was recorded (CPU runs, or no
     NVML). A GPU that dropped to idle clocks in a gap shows as a low first block."""
-    edges = figuredata.edge_table(result)
-    clocks = _reads(edges, "gpu_mhz")
+    trace = _trace(result, "gpu_mhz")
+    clocks = _reads(trace, "gpu_mhz")
     if clocks.empty:
         return None
     fig = _new(11, 3.6)
     ax = fig.add_subplot()
-    handles = _clock_segments(ax, edges, "gpu_mhz")
+    handles = _draw_trace(ax, trace, "gpu_mhz", segments=True)
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
     ax.set_ylabel("SM clock, MHz (axis not from 0)")
     name = result.metadata.get("device_name") or "the GPU"
@@ -762,32 +798,23 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
     by the variant that had just run, with each worker's median as a dashed step: the
     machine's effective speed, the trace a VM's hidden CPU frequency leaves; None when the
     run recorded no canary."""
-    edges = figuredata.edge_table(result)
-    reads = _reads(edges, "canary_us")
+    trace = _trace(result, "canary_us")
+    reads = _reads(trace, "canary_us")
     if reads.empty:
         return None
     fig = _new(11, 3.6)
     ax = fig.add_subplot()
-    handles = []
-    for variant in VARIANTS:
-        sub = edges[edges["variant"] == variant]
-        ax.plot(
-            sub["wall_s"],
-            sub["canary_us"],
-            ls="",
-            marker=".",
-            ms=4,
-            color=COLORS[variant],
-            gid=variant,
-        )
-        label = f"{variant} ran"
-        handles.append(Line2D([], [], ls="", marker=".", color=COLORS[variant], label=label))
-    ax.set_xlabel("wall time since the first block (s)")
-    ax.grid(alpha=0.3)
+    handles = _draw_trace(ax, trace, "canary_us", segments=False)
     medians = figuredata.worker_medians(result)
-    for _, worker in medians.iterrows():
-        span = [worker["start_s"], worker["end_s"]]
-        ax.plot(span, [worker["median_us"]] * 2, color="black", ls="--", lw=1, gid="median")
+    for worker in medians.itertuples(index=False):
+        ax.plot(
+            [worker.start_s, worker.end_s],
+            [worker.median_us] * 2,
+            color="black",
+            ls="--",
+            lw=1,
+            gid="worker_medians",
+        )
     if len(medians):
         handles.append(Line2D([], [], color="black", ls="--", label="worker's median"))
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
@@ -811,50 +838,57 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
 
 
 def _clip_intervals(
-    ax: Axes, frame: pd.DataFrame, ys: Mapping[Any, float], colors: Mapping[Any, str]
+    ax: Axes,
+    frame: pd.DataFrame,
+    y: Callable[[Mapping[str, Any]], float],
+    color: Callable[[Mapping[str, Any]], str],
 ) -> int:
-    """Fit ``ax``'s x axis to ``figuredata.axis_range`` of ``frame`` and mark each interval
-    end beyond it as an arrow at the edge carrying its number; returns how many."""
-    lo, hi = figuredata.axis_range(frame)
-    ax.set_xlim(lo, hi)
-    ends = figuredata.off_scale(frame, lo, hi)
-    for end in ends.itertuples(index=False):
-        left = end.side == "low"
-        x, y, color = lo if left else hi, ys[end.row], colors[end.row]
-        ax.plot(
-            x, y, "<" if left else ">", color=color, ms=9, zorder=5, clip_on=False, gid="off-scale"
-        )
+    """Fit ``ax``'s x axis to ``figuredata.axis_range`` of ``frame`` and draw each end of
+    ``figuredata.off_scale`` as an arrow at its edge carrying its number, at ``y(row)``
+    in ``color(row)``; returns how many."""
+    ax.set_xlim(*figuredata.axis_range(frame))
+    ends = figuredata.off_scale(frame)
+    for end in ends.to_dict("records"):
+        left = end["side"] == "low"
+        at, shade = (end["edge"], y(end)), color(end)
+        gid = f"off_scale_{end['side']}"
+        ax.plot(*at, "<" if left else ">", color=shade, ms=9, zorder=5, clip_on=False, gid=gid)
         ax.annotate(
-            f"{end.value:.1f} %",
-            (x, y),
+            end["text"],
+            at,
             xytext=(8 if left else -8, 4),
             textcoords="offset points",
             ha="left" if left else "right",
             va="bottom",
             fontsize=7,
-            color=color,
-            gid="off-scale-label",
+            color=shade,
+            gid=f"{gid}_labels",
         )
     return len(ends)
+
+
+def _verdict_color(verdict: Any) -> str:
+    return VERDICT_COLORS.get(verdict, "#57606a")
 
 
 def reduction_forest(result: RunResult) -> ReportFigure:
     """Reduction per case with the interval the verdict uses, coloured by verdict, each
     row labelled with its figure; each worker's own reduction (the t interval's units)
-    and the A/A interval where there is one."""
+    and the A/A interval where there is one; the axis and the ends past it from
+    ``figuredata``."""
     forest = figuredata.forest_table(result)
     if forest.empty:
         return _message_panel("Host latency reduction", "no valid measured case")
     units = figuredata.forest_workers(result)
-    several = forest["tokens"].nunique() > 1
     rows = list(forest.iloc[::-1].to_dict("records"))  # drawn bottom-up
+    ys = {row["input"]: y for y, row in enumerate(rows)}
     summary = [result.summary_row(r["case"], r["tokens"]) or {} for r in rows]
     fig = _new(11.5, 0.6 * len(rows) + 2.1)
     ax = fig.add_subplot()
     has_workers = has_aa = False
     for y, row in enumerate(rows):
-        color = VERDICT_COLORS.get(row["verdict"], "#57606a")
-        if row["aa_low"] is not None and not pd.isna(row["aa_low"]):
+        color = _verdict_color(row["verdict"])
+        if not pd.isna(row["aa_low"]):
             has_aa = True
             ax.fill_betweenx(
                 [y - 0.3, y + 0.3],
@@ -869,10 +903,19 @@ def reduction_forest(result: RunResult) -> ReportFigure:
         # The headline is the interval's own estimate (Hodges–Lehmann's in one process),
         # so the dot lies on the bar, though not always at its middle.
         low, high = row["low"], row["high"]
-        ax.hlines(y, low, high, color=color, lw=2.5, zorder=3, gid="interval")
-        ax.plot([low, high], [y, y], "|", color=color, ms=12, mew=2, zorder=3)
-        ax.plot(row["reduction_pct"], y, "o", color=color, ms=7, zorder=4)
-        mine = units[(units["case"] == row["case"]) & (units["tokens"] == row["tokens"])]
+        ax.hlines(y, low, high, color=color, lw=2.5, zorder=3, gid="forest_intervals")
+        ax.plot(
+            [low, high],
+            [y, y],
+            "|",
+            color=color,
+            ms=12,
+            mew=2,
+            zorder=3,
+            gid="forest_intervals:caps",
+        )
+        ax.plot(row["reduction_pct"], y, "o", color=color, ms=7, zorder=4, gid="forest_points")
+        mine = units[units["input"] == row["input"]]
         if len(mine):
             has_workers = True
             ax.plot(
@@ -885,22 +928,19 @@ def reduction_forest(result: RunResult) -> ReportFigure:
                 mec=color,
                 alpha=0.8,
                 zorder=3,
+                gid="forest_workers",
             )
-    ax.axvline(0, color="grey", ls="--", lw=1)
-    drawn = pd.DataFrame(rows)
+    ax.axvline(0, color="grey", ls="--", lw=1, gid="zero")
     clipped = _clip_intervals(
-        ax,
-        drawn,
-        dict(enumerate(range(len(rows)))),
-        {y: VERDICT_COLORS.get(r["verdict"], "#57606a") for y, r in enumerate(rows)},
+        ax, forest, lambda end: ys[end["input"]], lambda end: _verdict_color(end["verdict"])
     )
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_yticks(range(len(rows)), [_label(r["case"], r["tokens"], several) for r in rows])
+    ax.set_yticks(range(len(rows)), [r["input"] for r in rows])
     right = ax.twinx()
     right.set_ylim(ax.get_ylim())
     right.set_yticks(range(len(rows)), [r["reading"] for r in rows])
     for tick, row in zip(right.get_yticklabels(), rows, strict=True):
-        tick.set_color(VERDICT_COLORS.get(row["verdict"], "#57606a"))
+        tick.set_color(_verdict_color(row["verdict"]))
     right.tick_params(axis="y", length=0)
     methods = {r["method"] for r in rows}
     method = f"\n({methods.pop()})" if len(methods) == 1 else ""
@@ -939,11 +979,7 @@ def reduction_forest(result: RunResult) -> ReportFigure:
     )
     fig.alt_text = (
         "Forest plot of the host latency reduction per case with the interval the "
-        "verdict uses: "
-        + "; ".join(
-            f"{_label(r['case'], r['tokens'], several)} {r['reading']}" for r in reversed(rows)
-        )
-        + "."
+        "verdict uses: " + "; ".join(f"{r['input']} {r['reading']}" for r in reversed(rows)) + "."
     )
     return fig
 
@@ -951,14 +987,102 @@ def reduction_forest(result: RunResult) -> ReportFigure:
 # --- across runs --------------------------------------------------------------------------
 
 
-def _key_label(key: str, several: bool) -> str:
-    case, tokens = key.split("@")
-    return _label(case, int(tokens), several)
+def _offsets(names: list[Any]) -> dict[Any, float]:
+    """Each name's offset from its row's y: spread over 0.8 of a row, first on top."""
+    step = 0.8 / len(names)
+    return {name: (i - (len(names) - 1) / 2) * step for i, name in enumerate(names)}
 
 
-def _key_order(key: str) -> tuple[int, int]:
-    case, tokens = key.split("@")
-    return tables.table_order(case, int(tokens))
+def _draw_runs(ax: Axes, runs: pd.DataFrame, ypos: Mapping[str, int]) -> list[Any]:
+    """Each run's reductions (``compare_table``'s runs panel), one colour per run, its
+    intervals as error bars, the axis fit and the ends past it; the legend's handles."""
+    names = list(dict.fromkeys(runs["series"]))
+    offsets = _offsets(names)
+
+    def y(row: Mapping[str, Any]) -> float:
+        return ypos[row["input"]] - offsets[row["series"]]
+
+    def color(row: Mapping[str, Any]) -> str:
+        return SERIES_COLORS[names.index(row["series"]) % len(SERIES_COLORS)]
+
+    handles = []
+    for name, rows in runs.groupby("series", sort=False):
+        shade = color({"series": name})
+        ys = [y(r) for r in rows.to_dict("records")]
+        has_ci = bool(rows["low"].notna().any())
+        parts: list[Any] = []
+        if has_ci:
+            ci = rows[rows["low"].notna()]
+            ci_ys = [y(r) for r in ci.to_dict("records")]
+            bars = ax.errorbar(
+                ci["reduction_pct"],
+                ci_ys,
+                xerr=[ci["reduction_pct"] - ci["low"], ci["high"] - ci["reduction_pct"]],
+                fmt="none",
+                capsize=3,
+                color=shade,
+            )
+            for artist in bars.get_children():
+                artist.set_gid("compare_intervals")
+            parts.append(bars)
+        (points,) = ax.plot(
+            rows["reduction_pct"],
+            ys,
+            ls="",
+            marker="o" if has_ci else "D",
+            ms=6,
+            color=shade,
+            gid="compare_points",
+        )
+        handles.append((tuple([*parts, points]), name))
+    ax.axvline(0, color="grey", lw=1, ls="--", gid="zero")
+    clipped = _clip_intervals(ax, runs, y, color)
+    ax.set_xlabel(
+        "host latency reduction (%) with the verdict's 95 % interval"
+        + ("; ◀ ▶ past the axis, its end printed" if clipped else "")
+    )
+    return handles
+
+
+def _draw_differences(ax: Axes, differences: pd.DataFrame, ypos: Mapping[str, int]) -> list[str]:
+    """Each same-configuration pair's difference per case (``compare_table``'s difference
+    panel), its interval coloured by whether it excludes 0; the alt text's parts."""
+    pairs = sorted(set(zip(differences["a"], differences["b"], strict=True)))
+    offsets = _offsets(pairs)
+    alt = []
+    for pair in pairs:
+        mine = differences[(differences["a"] == pair[0]) & (differences["b"] == pair[1])]
+        for row in mine.to_dict("records"):
+            y = ypos[row["input"]] - offsets[pair]
+            color = DIFFERS_COLOR if row["differs"] else VERDICT_COLORS[stats.NO_DIFFERENCE]
+            ax.hlines(y, row["low"], row["high"], color=color, lw=2.2, gid="differences")
+            ax.plot(row["reduction_pct"], y, "o", color=color, gid="difference_points")
+        alt.append(
+            f"difference {pair[1]} minus {pair[0]}: "
+            + ", ".join(
+                f"{r['label']} {r['reduction_pct']:+.1f} pp [{r['low']:+.1f}, {r['high']:+.1f}]"
+                for r in mine.to_dict("records")
+            )
+        )
+    ax.axvline(0, color="grey", lw=1, ls="--", gid="difference_zero")
+    ax.set_xlabel("difference B − A (percentage points), 95 % interval")
+    names = "; ".join(f"B = {b}, A = {a}" for a, b in pairs)
+    ax.set_title(textwrap.fill(f"Same configuration: {names}", 60), fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(
+        handles=[
+            Line2D([], [], color=DIFFERS_COLOR, lw=2, label="runs differ"),
+            Line2D(
+                [],
+                [],
+                color=VERDICT_COLORS[stats.NO_DIFFERENCE],
+                lw=2,
+                label="no detectable difference",
+            ),
+        ],
+        fontsize=8,
+    )
+    return alt
 
 
 def compare_reductions(
@@ -969,133 +1093,50 @@ def compare_reductions(
 ) -> ReportFigure:
     """Reduction per case across runs (and the PR's reference table), each with its
     interval; beside it, for runs of the same configuration, the row-wise difference with
-    its interval (``compare.differences``). A caption says when CPU rows sit beside GPU rows.
+    its interval: both panels of ``figuredata.compare_table``. A caption says when CPU
+    rows sit beside GPU rows.
 
     Runs timed with different windows are refused unless ``allow_mixed_windows``, which
     labels every series with its window (``report.compared_windows``).
     """
     table = figuredata.compare_table(runs, reference, allow_mixed_windows=allow_mixed_windows)
-    series: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = [
-        (
-            name,
-            {
-                f"{r.case}@{r.tokens}": (
-                    r.reduction_pct,
-                    None if pd.isna(r.low) else (float(r.low), float(r.high)),
-                )
-                for r in rows.itertuples()
-            },
-        )
-        for name, rows in table.groupby("series", sort=False)
-    ]
-    keys = sorted({k for _, v in series for k in v}, key=_key_order)
-    if not keys:
+    shown = table[table["panel"] == figuredata.RUNS]
+    if shown.empty:
         return _message_panel("Reduction across runs", "no valid rows to compare")
-    diffs = [
-        d
-        for d in compare.differences(dict(runs))
-        if isinstance(d["difference"], stats.ReductionDifference)
-    ]
+    differences = table[table["panel"] == figuredata.DIFFERENCE]
+    keys = sorted(
+        set(zip(shown["case"], shown["tokens"], shown["input"], strict=True)),
+        key=lambda k: tables.table_order(k[0], int(k[1])),
+    )
+    ypos = {key[2]: len(keys) - 1 - j for j, key in enumerate(keys)}
+    names = list(dict.fromkeys(shown["series"]))
     caption = compare.regime_caption(dict(runs), dict(reference) if reference else None)
-    height = 0.2 * len(keys) * max(len(series), 2) + 2.6
-    fig = _new(13 if diffs else 10, height)
-    if diffs:
+    height = 0.2 * len(keys) * max(len(names), 2) + 2.6
+    fig = _new(13 if len(differences) else 10, height)
+    if len(differences):
         ax, dax = fig.subplots(1, 2, sharey=True, width_ratios=(3, 2))
     else:
         ax, dax = fig.add_subplot(), None
-    several = len({k.split("@")[1] for k in keys}) > 1
-    step = 0.8 / len(series)
-    ypos = {key: len(keys) - 1 - j for j, key in enumerate(keys)}
-    for i, (name, values) in enumerate(series):
-        offset = (i - (len(series) - 1) / 2) * step
-        ys, xs, lows, highs = [], [], [], []
-        for key, (value, ci) in values.items():
-            ys.append(ypos[key] - offset)
-            xs.append(value)
-            lows.append(value - ci[0] if ci else 0.0)
-            highs.append(ci[1] - value if ci else 0.0)
-        has_ci = any(lows) or any(highs)
-        ax.errorbar(
-            xs,
-            ys,
-            xerr=[lows, highs] if has_ci else None,
-            ls="",
-            marker="o" if has_ci else "D",
-            ms=6,
-            capsize=3,
-            color=SERIES_COLORS[i % len(SERIES_COLORS)],
-            label=name,
-        )
-    ax.set_yticks(range(len(keys)), [_key_label(k, several) for k in keys][::-1])
-    ax.axvline(0, color="grey", lw=1, ls="--")
-    names = list(dict.fromkeys(table["series"]))
-    clipped = _clip_intervals(
-        ax,
-        table,
-        {
-            i: ypos[f"{r.case}@{r.tokens}"] - (names.index(r.series) - (len(series) - 1) / 2) * step
-            for i, r in zip(table.index, table.itertuples(), strict=True)
-        },
-        {
-            i: SERIES_COLORS[names.index(name) % len(SERIES_COLORS)]
-            for i, name in zip(table.index, table["series"], strict=True)
-        },
-    )
-    ax.set_xlabel(
-        "host latency reduction (%) with the verdict's 95 % interval"
-        + ("; ◀ ▶ past the axis, its end printed" if clipped else "")
-    )
+    handles = _draw_runs(ax, shown, ypos)
+    ax.set_yticks(range(len(keys)), [key[2] for key in keys][::-1])
     ax.set_title("Reduction per case across runs", fontsize=11)
     fig.legend(
-        *ax.get_legend_handles_labels(),
+        [h for h, _ in handles],
+        [n for _, n in handles],
+        handler_map={tuple: HandlerTuple(ndivide=1)},
         loc="outside upper center",
-        ncols=min(len(series), 4),
+        ncols=min(len(names), 4),
         fontsize=8,
         frameon=False,
     )
     ax.grid(axis="x", alpha=0.3)
     alt = [
-        f"{name}: " + ", ".join(f"{_key_label(k, several)} {v[0]:.1f} %" for k, v in values.items())
-        for name, values in series
+        f"{name}: "
+        + ", ".join(f"{r['input']} {r['reduction_pct']:.1f} %" for r in rows.to_dict("records"))
+        for name, rows in shown.groupby("series", sort=False)
     ]
     if dax is not None:
-        pairs = sorted({(d["a"], d["b"]) for d in diffs})
-        dstep = 0.8 / len(pairs)
-        for i, pair in enumerate(pairs):
-            offset = (i - (len(pairs) - 1) / 2) * dstep
-            mine = [d for d in diffs if (d["a"], d["b"]) == pair]
-            for d in mine:
-                diff = d["difference"]
-                y = ypos[f"{d['case']}@{d['tokens']}"] - offset
-                color = DIFFERS_COLOR if diff.excludes_zero else VERDICT_COLORS[stats.NO_DIFFERENCE]
-                dax.hlines(y, diff.low, diff.high, color=color, lw=2.2, gid="difference")
-                dax.plot(diff.difference_pp, y, "o", color=color)
-            alt.append(
-                f"difference {pair[1]} minus {pair[0]}: "
-                + ", ".join(
-                    f"{CASE_LABELS.get(d['case'], d['case'])} {d['difference'].difference_pp:+.1f}"
-                    f" pp [{d['difference'].low:+.1f}, {d['difference'].high:+.1f}]"
-                    for d in mine
-                )
-            )
-        dax.axvline(0, color="grey", lw=1, ls="--")
-        dax.set_xlabel("difference B − A (percentage points), 95 % interval")
-        names = "; ".join(f"B = {b}, A = {a}" for a, b in pairs)
-        dax.set_title(textwrap.fill(f"Same configuration: {names}", 60), fontsize=9)
-        dax.grid(axis="x", alpha=0.3)
-        dax.legend(
-            handles=[
-                Line2D([], [], color=DIFFERS_COLOR, lw=2, label="runs differ"),
-                Line2D(
-                    [],
-                    [],
-                    color=VERDICT_COLORS[stats.NO_DIFFERENCE],
-                    lw=2,
-                    label="no detectable difference",
-                ),
-            ],
-            fontsize=8,
-        )
+        alt += _draw_differences(dax, differences, ypos)
     if caption:
         fig.supxlabel(textwrap.fill(caption, 150), fontsize=9, color="#9a6700")
     fig.alt_text = (
