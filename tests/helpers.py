@@ -1,12 +1,16 @@
 """Shared test helpers (pytest puts this directory on sys.path): quick CLI arguments,
-git in a throw-away repository, the real token ids and a small seeded table."""
+git in a throw-away repository, the real token ids and a small seeded table, and a
+seeded clock for the timing window."""
 
 from __future__ import annotations
 
 import importlib
+import math
 import os
+import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -142,3 +146,87 @@ def bench_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+class StepClock:
+    """A seeded stand-in for the host's clocks (``harness.clock.Clock``), to put in the
+    timing window with ``harness.clock.using``: time moves only when the code under test
+    reads a clock (each read costs ``read_ns`` on the CPU, times a seeded lognormal
+    jitter of sigma ``jitter``), spends (``spend``) or sleeps. So what a pair of calls
+    costs is planted, and every timing the harness makes of it is the same on every
+    machine. ``time`` stands in for the ``time`` module's clocks on the same time, for
+    code that reads them directly (a factory's spins, the self-test's carriers)."""
+
+    def __init__(self, seed: int = 0, *, read_ns: int = 100, jitter: float = 0.05) -> None:
+        self.rng = random.Random(seed)
+        self.read_ns = read_ns
+        self.jitter = jitter
+        self.t_ns = 0  # wall time since the clock started
+        self.cpu_ns = 0  # the calling thread's CPU time
+        self.time = SimpleNamespace(
+            perf_counter_ns=self.perf_ns,
+            perf_counter=lambda: self.perf_ns() / 1e9,
+            thread_time_ns=self.thread_ns,
+            monotonic=self.monotonic,
+            time=self.wall,
+            sleep=self.sleep,
+        )
+
+    def _factor(self) -> float:
+        return math.exp(self.jitter * self.rng.gauss(0.0, 1.0)) if self.jitter else 1.0
+
+    def _on_cpu(self, ns: float) -> None:
+        step = max(1, round(ns))
+        self.t_ns += step
+        self.cpu_ns += step
+
+    # -- the Clock protocol
+
+    def perf_ns(self) -> int:
+        self._on_cpu(self.read_ns * self._factor())
+        return self.t_ns
+
+    def thread_ns(self) -> int:
+        self._on_cpu(self.read_ns * self._factor())
+        return self.cpu_ns
+
+    def wall(self) -> float:
+        return 1.8e9 + self.t_ns / 1e9
+
+    def monotonic(self) -> float:
+        return self.t_ns / 1e9
+
+    def sleep(self, seconds: float) -> None:
+        self.t_ns += round(seconds * 1e9)
+
+    def minor_faults(self) -> int | None:
+        return 0
+
+    # -- planted work
+
+    def spend(self, cpu_us: float, off_cpu_us: float = 0.0, *, jitter: float = 0.0) -> None:
+        """One call's cost: ``cpu_us`` on the CPU (times a seeded lognormal factor of
+        sigma ``jitter``) and ``off_cpu_us`` off it (a sleep, a wait)."""
+        factor = math.exp(jitter * self.rng.gauss(0.0, 1.0)) if jitter else 1.0
+        self._on_cpu(cpu_us * 1e3 * factor)
+        self.t_ns += round(off_cpu_us * 1e3)
+
+    def work(
+        self, cpu_us: float, off_cpu_us: float = 0.0, *, jitter: float = 0.0
+    ) -> Callable[[], None]:
+        """A zero-argument call that spends ``cpu_us`` (and ``off_cpu_us``) on this clock."""
+
+        def call() -> None:
+            self.spend(cpu_us, off_cpu_us, jitter=jitter)
+
+        return call
+
+
+def simulated_aa_pair() -> dict[str, Callable[[], None]]:
+    """A factory (``"helpers:simulated_aa_pair"``) for ``embedbench.sim.simulate_pair``:
+    one callable that spends 1 ms of memory-bound work on the simulated host, under both
+    labels."""
+    from embedbench.sim import Work, spender
+
+    call = spender(Work(0.0, 1000.0))
+    return {"baseline": call, "fixed": call}

@@ -1,4 +1,7 @@
-"""paired_benchmark: any two zero-argument callables through the same harness."""
+"""paired_benchmark: any two zero-argument callables through the same harness.
+
+On the real clock only what a pair records is checked; that a planted difference is
+recovered inside its interval is checked on the simulated host (tests/test_sim.py)."""
 
 import os
 import time
@@ -19,33 +22,8 @@ def _busy(us: float):
     return call
 
 
-def test_a_known_difference_is_recovered():
-    result = paired_benchmark(
-        {"baseline": _busy(400), "fixed": _busy(300)},
-        warmup=5,
-        blocks=8,
-        iterations=10,
-        allow_busy=True,
-    )
-    assert result.verdict == "faster"
-    low, high = result.reduction_ci95_pct
-    assert low <= result.reduction_pct <= high
-    # 25 % injected; the timer floor adds well under a microsecond to each side.
-    assert 20.0 < result.reduction_pct < 30.0
-    assert result.host_us["baseline"] > result.host_us["fixed"] > 300
-    assert len(result.records) == 16
-    assert len(result.timer_floor) == 10
-    # the canary at every block half's edge (one read where two halves meet), its reading
-    assert all(r.canary_us_end > 0 for r in (*result.records, *result.timer_floor))
-    assert result.records[0].canary_us_start > 0 and result.records[1].canary_us_start is None
-    assert result.host_stability.canary_reads == (16 + 1) + (10 + 1)
-    assert (
-        # the one measuring sequence: a probe before the timer floor and one before the pair
-        result.host_stability.verdict in ("stable", "noisy") and result.host_stability.probes == 2
-    )
-
-
-def test_the_headline_lies_inside_its_interval_and_the_prs_statistic_is_kept():
+def test_a_pair_on_the_real_clock_keeps_its_structure_and_the_prs_statistic():
+    # Real timing: the shape of the result and what holds by construction, never its numbers.
     result = paired_benchmark(
         {"baseline": _busy(3), "fixed": lambda: None},
         warmup=2,
@@ -56,12 +34,24 @@ def test_the_headline_lies_inside_its_interval_and_the_prs_statistic_is_kept():
     low, high = result.reduction_ci95_pct
     assert low <= result.reduction_pct <= high
     assert result.reduction_pct == result.summary.interval.estimate_pct
+    assert result.verdict in ("faster", "slower", "no detectable difference")
     assert result.processes_source == "derived"  # unset: a dict's callables, one process
     host = result.host_us
     assert result.pr_reduction_pct == pytest.approx(
         100.0 * (1.0 - host["fixed"] / host["baseline"])
     )
     assert result.pr_reduction_pct == result.summary.pr_reduction_pct
+    assert len(result.records) == 12
+    assert len(result.timer_floor) == 10
+    assert all(len(r.samples_us) == 5 for r in result.records)
+    # the canary at every block half's edge (one read where two halves meet), its reading
+    assert all(r.canary_us_end > 0 for r in (*result.records, *result.timer_floor))
+    assert result.records[0].canary_us_start > 0 and result.records[1].canary_us_start is None
+    assert result.host_stability.canary_reads == (12 + 1) + (10 + 1)
+    assert (
+        # the one measuring sequence: a probe before the timer floor and one before the pair
+        result.host_stability.verdict in ("stable", "noisy") and result.host_stability.probes == 2
+    )
 
 
 def test_variants_must_be_named_baseline_and_fixed():

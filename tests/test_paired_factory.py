@@ -1,5 +1,9 @@
 """paired_benchmark with a factory: the callables of an importable function, timed in
-fresh worker processes with run's design and between-process interval."""
+fresh worker processes with run's design and between-process interval.
+
+Real workers on the real host are checked for what they run and record; what the
+interval concludes is checked on the simulated host (here, an A/A pair; a planted
+difference over simulated workers: tests/test_sim.py)."""
 
 import os
 import signal
@@ -11,6 +15,7 @@ from embedbench import ConfigError, paired_benchmark
 from embedbench import runner as runner_module
 from embedbench.harness import stats
 from embedbench.harness.interrupts import RunInterrupted
+from embedbench.sim import SimulatedHost, simulate_pair
 
 FACTORIES = "support.paired_factories"
 QUICK = {"warmup": 3, "iterations": 5, "allow_busy": True}
@@ -41,7 +46,8 @@ def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess, "Popen", popen)
 
 
-def test_a_known_difference_over_three_workers(started):
+def test_a_factory_over_three_real_workers_keeps_the_runs_structure(started):
+    # Real worker processes and real timing: what was run and recorded, never the numbers.
     result = paired_benchmark(f"{FACTORIES}:spins", blocks=6, processes=3, **QUICK)
     assert len(started) == 3
     assert all(args[1:] == ["-m", "embedbench.worker"] for args in started)
@@ -50,9 +56,7 @@ def test_a_known_difference_over_three_workers(started):
     assert pair.interval.method == stats.BETWEEN_PROCESSES and pair.interval.units == 3
     low, high = result.reduction_ci95_pct
     assert low <= result.reduction_pct <= high
-    assert result.verdict == "faster"
-    # 300 µs against 200 µs: a third less; the timer floor adds well under a microsecond.
-    assert 28.0 < result.reduction_pct < 38.0
+    assert result.verdict in ("faster", "slower", "no detectable difference")
     # Two blocks per worker, numbered as a run numbers them, in case "paired" at 0 tokens.
     assert len(result.records) == 12
     assert sorted({r.worker for r in result.records}) == [0, 1, 2]
@@ -69,8 +73,10 @@ def test_a_known_difference_over_three_workers(started):
     assert [w.worker for w in host.workers] == [0, 1, 2]
 
 
-def test_an_aa_factory_with_the_default_processes_fitted_to_the_blocks(capsys):
-    result = paired_benchmark(f"{FACTORIES}:same", blocks=6, **QUICK)
+def test_an_aa_factory_with_the_default_processes_fitted_to_the_blocks(no_worker, capsys):
+    # On the simulated host (embedbench.sim): one callable under both labels, spread over
+    # simulated workers, so the answer is the same on every machine.
+    result = simulate_pair("helpers:simulated_aa_pair", SimulatedHost(), seed=4, **QUICK, blocks=6)
     lines = [line for line in capsys.readouterr().err.splitlines() if "paired_benchmark:" in line]
     assert lines == [
         "paired_benchmark: 3 worker processes, not 5: blocks=6 allows at most 3, one block in "
@@ -78,11 +84,13 @@ def test_an_aa_factory_with_the_default_processes_fitted_to_the_blocks(capsys):
     ]
     assert result.summary.workers == 3 and result.processes_source == "derived"
     assert result.summary.interval.method == stats.BETWEEN_PROCESSES
+    assert {r.worker for r in result.records} == {0, 1, 2}
+    # The same code under both labels: no direction called, the interval holds 0 (this
+    # seed's answer: a 95 % interval misses 0 one time in 20), the estimate near it.
+    assert result.verdict == "no detectable difference"
     low, high = result.reduction_ci95_pct
-    # The same code under both labels: a 95 % interval holds 0 only 95 % of the time, so
-    # the test asks what always holds, the estimate inside it and far from any real effect.
-    assert low <= result.reduction_pct <= high
-    assert abs(result.reduction_pct) < 10.0 and abs(result.pr_reduction_pct) < 10.0
+    assert low <= 0.0 <= high and low <= result.reduction_pct <= high
+    assert abs(result.reduction_pct) < 2.0 and abs(result.pr_reduction_pct) < 2.0
 
 
 def test_ctrl_c_stops_the_worker_and_starts_no_other(started, monkeypatch):

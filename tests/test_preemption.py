@@ -2,7 +2,9 @@
 
 import numpy as np
 import pytest
+from helpers import StepClock
 
+from embedbench.harness import clock as clock_seam
 from embedbench.harness import preemption, stability
 
 
@@ -76,21 +78,24 @@ def test_the_host_reading_labels_a_preempted_worker_and_names_it():
 
 @pytest.mark.e2e
 def test_callables_that_sleep_by_design_are_not_called_preempted():
-    # A pair whose every call sleeps (an I/O-like callable): off the CPU by design, so
-    # its blocks are not judged and the run is not labelled for it.
-    import time
-
+    # A pair whose every call sleeps (an I/O-like callable), on a seeded clock: 20 µs on
+    # the CPU, then 200 or 100 µs off it. Off the CPU by design, so its blocks are not
+    # judged and the run is not labelled for it.
     from embedbench.runner import paired_benchmark
 
-    result = paired_benchmark(
-        {"baseline": lambda: time.sleep(200e-6), "fixed": lambda: time.sleep(100e-6)},
-        warmup=2,
-        blocks=6,
-        iterations=5,
-        allow_busy=True,
-    )
+    clock = StepClock(seed=2)
+    with clock_seam.using(clock):
+        result = paired_benchmark(
+            {"baseline": clock.work(20, 200), "fixed": clock.work(20, 100)},
+            warmup=2,
+            blocks=6,
+            iterations=5,
+            allow_busy=True,
+        )
     reading = result.host_stability
     assert not any("off the CPU" in reason for reason in reading.reasons), reading.reasons
     # Only the timer floor's empty calls were judged: one worker, well under the limit.
     assert set(reading.preempted) == {"0"}
     assert reading.preempted["0"] < stability.PREEMPTED_LIMIT
+    # The pair's own blocks, read alone: every one waits by design, none is judged.
+    assert preemption.preempted_shares([r.to_json() for r in result.records]) == {}

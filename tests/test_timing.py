@@ -1,9 +1,9 @@
 """Schedule balance and seeding, the timed call, and block records."""
 
-import time
 from collections import Counter
 
 import pytest
+from helpers import StepClock
 
 from embedbench.harness import clock as clock_seam
 from embedbench.harness import timing
@@ -39,32 +39,31 @@ def test_derived_seed_depends_on_case_not_on_name_length():
     assert timing.derive_seed(0, "audio", 1172) != timing.derive_seed(0, "audio", 512)
 
 
-def _busy(us: float) -> None:
-    end = time.perf_counter_ns() + us * 1e3
-    while time.perf_counter_ns() < end:
-        pass
-
-
 def test_time_calls_records_three_clocks_per_call():
+    # A 200 µs call on a seeded clock whose every read costs 0.1 µs on the CPU.
+    clock = StepClock(read_ns=100, jitter=0.0)
     syncs = []
-    samples = timing.time_calls(lambda: _busy(200), 5, sync=lambda: syncs.append(1))
+    with clock_seam.using(clock):
+        samples = timing.time_calls(clock.work(200), 5, sync=lambda: syncs.append(1))
     assert len(samples) == 5
     assert len(syncs) == 10  # one sync before and one after each call
     for host, cpu, completion in samples:
-        assert host >= 200
-        assert completion >= host
-        assert cpu <= host + 1.0  # the PR's window: the thread clock is read inside the wall one
-    # A busy-wait runs on the calling thread (a call preempted on a busy machine may not).
-    assert max(cpu / host for host, cpu, _ in samples) > 0.5
+        # The PR's window: host spans a thread read, the call, a thread read and a wall
+        # read; the thread clock, read inside the wall one, sees the call and one read;
+        # completion adds the wall read after the sync.
+        assert host == pytest.approx(200.3) and cpu == pytest.approx(200.1)
+        assert completion == pytest.approx(200.4)
 
 
 def test_time_calls_host_latency_excludes_the_sync_before():
-    samples = timing.time_calls(lambda: None, 5, sync=lambda: _busy(2000))
+    clock = StepClock(read_ns=100, jitter=0.0)
+    with clock_seam.using(clock):
+        samples = timing.time_calls(lambda: None, 5, sync=clock.work(2000))
     for host, _cpu, completion in samples:
-        # The 2 ms sync after the call is part of completion and never of host latency
-        # (a preemption inside the host window lengthens both, so compare them).
-        assert completion - host >= 1999
-    assert sorted(host for host, _, _ in samples)[2] < 1000  # median: an empty call
+        # The 2 ms sync after the call is part of completion and never of host latency,
+        # nor is the one before it: host holds the empty call's clock reads alone.
+        assert host == pytest.approx(0.3)
+        assert completion - host == pytest.approx(2000.1)
 
 
 def test_measure_pair_records_every_block_and_reports_progress():
@@ -197,11 +196,13 @@ def test_timer_floor_warms_up_like_the_cases_through_the_same_window(monkeypatch
 
 
 def test_the_pr_windows_floor_holds_the_thread_clock_reads():
-    # Two thread_time_ns reads cost far more than nothing (≈0.9 µs on a 2-core VM), so
-    # the empty call's median latency is larger in the PR's window than in the tight one.
+    # The empty call's latency in the PR's window spans its two thread-clock reads and a
+    # wall read; in the tight window, the wall read alone (0.1 µs a read here).
     medians = {}
     for window in ("pr", "tight"):
-        records = timing.measure_timer_floor(device="cpu", warmup=50, window=window)
+        clock = StepClock(read_ns=100, jitter=0.0)
+        with clock_seam.using(clock):
+            records = timing.measure_timer_floor(device="cpu", warmup=50, window=window)
         host = sorted(s[0] for r in records for s in r.samples_us)
         medians[window] = host[len(host) // 2]
-    assert medians["pr"] > medians["tight"]
+    assert medians == {"pr": pytest.approx(0.3), "tight": pytest.approx(0.1)}

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import StepClock
 
 from embedbench import load_results
 from embedbench.config import RunConfig
@@ -18,8 +19,8 @@ from embedbench.harness.interrupts import StopFlag
 from embedbench.measure import Share
 from embedbench.omni.scenarios import CASES
 from embedbench.report.schema import SCHEMA_VERSION
-from embedbench.runner import WorkerError, _Collector, prepare
 from embedbench.runhost import RealHost
+from embedbench.runner import WorkerError, _Collector, prepare
 from embedbench.spawn import run_worker as _run_worker
 
 
@@ -81,15 +82,18 @@ def test_the_cuda_context_is_created_before_the_load_clock_and_recorded_apart(
     from embedbench import measure
 
     assert measure.devices.start_cuda(torch.device("cpu")) is None  # the real one, off CUDA
+    clock = StepClock(read_ns=100, jitter=0.0)  # the load clock, seeded: no real time counts
+    monkeypatch.setattr(measure, "time", clock.time)
     order: list[str] = []
 
     def start(device: torch.device) -> float:
         order.append(f"start {device.type}")
-        time.sleep(0.2)  # a context creation the load clock must not see
+        clock.spend(200_000)  # a context creation the load clock must not see
         return 0.2
 
     def load(location, device):
         order.append(f"load {torch.device(device).type}")
+        clock.spend(50_000)  # the table's load: 50 ms
         return torch.zeros(4, 4)
 
     monkeypatch.setattr(measure.devices, "start_cuda", start)
@@ -99,7 +103,7 @@ def test_the_cuda_context_is_created_before_the_load_clock_and_recorded_apart(
     _, _, placement = measure._load(share)
     assert order == ["start cuda", "load cuda", "sync"]
     assert placement["cuda_start_s"] == 0.2
-    assert 0 <= placement["load_s"] < 0.2
+    assert placement["load_s"] == pytest.approx(0.05, abs=1e-6)  # the load alone
 
 
 class _Events:
