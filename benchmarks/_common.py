@@ -370,12 +370,12 @@ def reference_setup(hidden: int, *, log: Callable[[str], None] | None = None) ->
     """
     import torch
 
-    from embedbench.omni import checkpoint, families
+    from embedbench.omni import checkpoint, families, synthetic
     from embedbench.omni.targets.reference import build_reference_target
 
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     if hidden == HIDDEN_7B:
-        model_dir = checkpoint.default_synthetic_checkpoint(progress=log)
+        model_dir = synthetic.default_synthetic_checkpoint(progress=log)
         facts = checkpoint.read_thinker_facts(model_dir)
         table = checkpoint.load_embedding_table(checkpoint.locate_embedding(model_dir, facts))
     else:

@@ -10,7 +10,7 @@ owns a period of the host. Per arm: the runs' wall time, the canary's cost (its 
 every block edge and in the probes, as a share of the wall time), how many runs the canary
 labelled noisy, and per case the mean reduction, between-run SD, mean 95 % half-width,
 cross-coverage and, for Text, the verdicts other than "no detectable difference". Used to
-decide the canary's size (docs/PERFORMANCE.md, "Interference").
+decide the canary's size (docs/archive/PERFORMANCE-2026-11.md, "Interference").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CLI start-up: wall time of whole ``python -m embedbench`` processes.
 
-Its numbers of record are in docs/PERFORMANCE.md, "CLI start-up".
+Its numbers of record are in docs/archive/PERFORMANCE-2026-11.md, "CLI start-up".
 
 Each command is a fresh process, timed from ``subprocess.run`` to its exit, repeated
 ``--repeats`` times round-robin over the commands (so a burst of load hits all alike):
@@ -48,9 +48,9 @@ TINY_RUN += ("--iterations", "3", "--processes", "2", "--allow-busy", "--no-prog
 
 def _small_checkpoint(directory: Path) -> Path:
     """A hidden-32 synthetic checkpoint with the real vocabulary."""
-    from embedbench.omni import checkpoint
+    from embedbench.omni import synthetic
 
-    return checkpoint.write_synthetic_checkpoint(directory / "ckpt", hidden_size=32)
+    return synthetic.write_synthetic_checkpoint(directory / "ckpt", hidden_size=32)
 
 
 def _small_results(model: Path, directory: Path) -> Path:

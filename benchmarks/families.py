@@ -37,10 +37,10 @@ def _order(rounds: int) -> list[str]:
 def measure(core: int, flags: list[str], rounds: int, hidden: int | None) -> list[dict[str, Any]]:
     """The runs, in ABBA order, on each family's cached synthetic checkpoint (built first
     when missing; ``hidden``: a narrower table than the published one, for smoke runs)."""
-    from embedbench.omni import checkpoint
+    from embedbench.omni import synthetic
 
     models = {
-        family: checkpoint.default_synthetic_checkpoint(
+        family: synthetic.default_synthetic_checkpoint(
             hidden, family=family, progress=lambda m: print(m, file=sys.stderr, flush=True)
         )
         for family in FAMILIES

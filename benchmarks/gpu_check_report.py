@@ -5,7 +5,8 @@ schema check of the run's files (one line each), the timer floor of the timed pa
 row per case with the SM clock's range over its timed blocks (flagged below
 ``CLOCK_FLAG_SHARE`` of the maximum) and the syncs torch reports, what a flagged clock
 does to the reading, and the PR's own table. benchmarks/gpu_check.sh runs it after the
-run; it needs numpy and embedbench's torch-free modules, not torch (docs/PERFORMANCE.md).
+run; it needs numpy and embedbench's torch-free modules, not torch
+(docs/archive/PERFORMANCE-2026-11.md, "7. GPU check").
 """
 
 from __future__ import annotations

@@ -82,12 +82,12 @@ def child(mode: str, subruns: int, design: dict[str, int], cases: list[str], cor
     from embedbench.harness import devices
     from embedbench.harness.isolation import isolated
     from embedbench.harness.timing import derive_seed, measure_pair
-    from embedbench.omni import checkpoint
+    from embedbench.omni import checkpoint, synthetic
     from embedbench.omni.scenarios import build_scenario, call_variant
     from embedbench.omni.targets.reference import build_reference_target
     from embedbench.report.summary import summarize_records
 
-    model = checkpoint.default_synthetic_checkpoint(progress=lambda m: None)
+    model = synthetic.default_synthetic_checkpoint(progress=lambda m: None)
     facts = checkpoint.read_thinker_facts(model)
     location = checkpoint.locate_embedding(model, facts)
     if mode == "thp":
@@ -171,7 +171,7 @@ def _decomposition(results: list[dict[str, Any]], cases: list[str]) -> list[list
 
 def _writeback(args: Any, core: int, session: C.Session) -> list[list[Any]]:
     """Runs right after writing 1 GiB without fsync, against runs after sync."""
-    from embedbench.omni.checkpoint import synthetic_cache_dir
+    from embedbench.omni.synthetic import synthetic_cache_dir
 
     scratch = synthetic_cache_dir()  # the disk the embedded default's checkpoint is built on
     rows = []

@@ -205,9 +205,9 @@ def measure(plan: Plan, core: int) -> Measured:
     work = Path(tempfile.mkdtemp(prefix="embedbench-walltime-"))
     try:
         if plan.notebook:
-            from embedbench.omni import checkpoint
+            from embedbench.omni import synthetic
 
-            checkpoint.default_synthetic_checkpoint()  # the cached case needs it to exist
+            synthetic.default_synthetic_checkpoint()  # the cached case needs it to exist
             data.notebook_rows.append(
                 {"run": "cached checkpoint", **_notebook(work, None, "cached")}
             )

@@ -20,7 +20,7 @@ import torch
 from embedbench.cases import CASE_LABELS, CASES, SYNC_LABEL, VARIANTS
 from embedbench.harness.devices import resolve_device
 from embedbench.measure import probe_row
-from embedbench.omni import checkpoint, families
+from embedbench.omni import checkpoint, families, synthetic
 from embedbench.omni.scenarios import build_scenario, call_variant
 from embedbench.omni.targets.reference import build_reference_target
 from embedbench.report.markdown import markdown_table
@@ -80,7 +80,7 @@ def run_probe(
     dev = resolve_device(device)
     config = published.synthetic_config(hidden, published.vocab_size)
     facts = checkpoint.facts_from_config(config, where=f"{published.label} (published layout)")
-    table = checkpoint.seeded_table(published.vocab_size, hidden, checkpoint.DEFAULT_SEED)
+    table = synthetic.seeded_table(published.vocab_size, hidden, synthetic.DEFAULT_SEED)
     target = build_reference_target(table.to(dev), facts)
     report = ProbeReport(family=family, device=str(dev), tokens=tokens, hidden=hidden)
     for case in CASES:

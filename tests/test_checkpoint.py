@@ -1,4 +1,5 @@
-"""embedbench.omni.checkpoint: facts, index lookup, one-tensor loading, synthetic writer."""
+"""embedbench.omni.checkpoint (facts, index lookup, one-tensor loading) and
+embedbench.omni.synthetic (the synthetic writer and its cache)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from safetensors.torch import save_file
 
 from embedbench.errors import CheckpointError, ConfigError
 from embedbench.omni import checkpoint as ck
+from embedbench.omni import synthetic as syn
 from embedbench.omni.families import qwen25_omni
 
 HIDDEN = 16
@@ -25,7 +27,7 @@ VOCAB = qwen25_omni.FAMILY.vocab_size
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small synthetic checkpoint (real vocab, hidden 16), built once per module."""
-    return ck.write_synthetic_checkpoint(
+    return syn.write_synthetic_checkpoint(
         tmp_path_factory.mktemp("pristine") / "ckpt", hidden_size=HIDDEN
     )
 
@@ -202,7 +204,7 @@ def test_index_lookup_finds_the_right_shard(pristine: Path) -> None:
 
 
 def test_more_shards_each_hold_something(tmp_path: Path) -> None:
-    path = ck.write_synthetic_checkpoint(tmp_path / "c", hidden_size=HIDDEN, num_shards=4)
+    path = syn.write_synthetic_checkpoint(tmp_path / "c", hidden_size=HIDDEN, num_shards=4)
     shards = sorted(path.glob("model-*-of-00004.safetensors"))
     assert len(shards) == 4 and all(_keys(s) for s in shards)
     loc = ck.locate_embedding(path, ck.read_thinker_facts(path))
@@ -222,11 +224,11 @@ def test_loaded_table_is_the_written_one(pristine: Path, tmp_path: Path) -> None
     table = ck.load_embedding_table(loc)
     assert table.dtype == torch.bfloat16 and table.shape == (VOCAB, HIDDEN)
     assert table.is_contiguous() and table.device == torch.device("cpu")
-    assert torch.equal(table, ck.seeded_table(VOCAB, HIDDEN, ck.DEFAULT_SEED))
+    assert torch.equal(table, syn.seeded_table(VOCAB, HIDDEN, syn.DEFAULT_SEED))
     assert 0.015 < table.float().std().item() < 0.025
 
-    same = ck.write_synthetic_checkpoint(tmp_path / "same", hidden_size=HIDDEN)
-    other = ck.write_synthetic_checkpoint(tmp_path / "other", hidden_size=HIDDEN, seed=1)
+    same = syn.write_synthetic_checkpoint(tmp_path / "same", hidden_size=HIDDEN)
+    other = syn.write_synthetic_checkpoint(tmp_path / "other", hidden_size=HIDDEN, seed=1)
     load = [
         ck.load_embedding_table(ck.locate_embedding(p, ck.read_thinker_facts(p)))
         for p in (same, other)
@@ -363,13 +365,13 @@ def test_single_file_without_the_key(pristine: Path, tmp_path: Path) -> None:
 
 
 def test_synthetic_marker(pristine: Path, tmp_path: Path) -> None:
-    assert ck.is_synthetic(pristine)
-    marker = _config(pristine)[ck.SYNTHETIC_MARKER]
-    assert marker["seed"] == ck.DEFAULT_SEED
+    assert syn.is_synthetic(pristine)
+    marker = _config(pristine)[syn.SYNTHETIC_MARKER]
+    assert marker["seed"] == syn.DEFAULT_SEED
     assert (marker["hidden_size"], marker["vocab_size"]) == (HIDDEN, VOCAB)
-    assert not ck.is_synthetic(tmp_path)  # no config.json
+    assert not syn.is_synthetic(tmp_path)  # no config.json
     _write_config(tmp_path, {"thinker_config": {}})
-    assert not ck.is_synthetic(tmp_path)
+    assert not syn.is_synthetic(tmp_path)
 
 
 def test_writer_refuses_non_empty_directory(tmp_path: Path) -> None:
@@ -377,7 +379,7 @@ def test_writer_refuses_non_empty_directory(tmp_path: Path) -> None:
     target.mkdir()
     (target / "notes.txt").write_text("mine")
     with pytest.raises(CheckpointError) as excinfo:
-        ck.write_synthetic_checkpoint(target, hidden_size=HIDDEN)
+        syn.write_synthetic_checkpoint(target, hidden_size=HIDDEN)
     _assert_one_line_error(excinfo, str(target), "already exists")
     assert os.listdir(target) == ["notes.txt"]
 
@@ -386,8 +388,8 @@ def test_writer_accepts_empty_directory_and_reports_progress(tmp_path: Path) -> 
     target = tmp_path / "empty"
     target.mkdir()
     messages: list[str] = []
-    assert ck.write_synthetic_checkpoint(target, hidden_size=HIDDEN, progress=messages.append)
-    assert ck.is_synthetic(target)
+    assert syn.write_synthetic_checkpoint(target, hidden_size=HIDDEN, progress=messages.append)
+    assert syn.is_synthetic(target)
     assert len(messages) == 2 and "building" in messages[0] and f"{VOCAB}x{HIDDEN}" in messages[0]
     assert messages[1].startswith("done in ")
     assert sorted(os.listdir(tmp_path)) == ["empty"]  # no temporary directory left
@@ -402,24 +404,24 @@ def test_writer_crash_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
             raise RuntimeError("simulated crash")
         save_file(tensors, filename, metadata=metadata)
 
-    monkeypatch.setattr(ck, "save_file", failing_save)
+    monkeypatch.setattr(syn, "save_file", failing_save)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        ck.write_synthetic_checkpoint(tmp_path / "c", hidden_size=HIDDEN)
+        syn.write_synthetic_checkpoint(tmp_path / "c", hidden_size=HIDDEN)
     assert os.listdir(tmp_path) == []
 
 
 def test_writer_rejects_bad_arguments(tmp_path: Path) -> None:
     for kwargs in ({"hidden_size": 0}, {"vocab_size": 1000}, {"num_shards": 1}):
         with pytest.raises(ConfigError):
-            ck.write_synthetic_checkpoint(tmp_path / "c", **kwargs)
+            syn.write_synthetic_checkpoint(tmp_path / "c", **kwargs)
     assert os.listdir(tmp_path) == []
 
 
 def test_cache_dir_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMBEDBENCH_CACHE", str(tmp_path))
-    assert ck.synthetic_cache_dir() == tmp_path
+    assert syn.synthetic_cache_dir() == tmp_path
     monkeypatch.delenv("EMBEDBENCH_CACHE")
-    assert ck.synthetic_cache_dir().name == "embedbench"
+    assert syn.synthetic_cache_dir().name == "embedbench"
 
 
 def test_cache_dir_without_platformdirs_is_the_xdg_one(
@@ -430,28 +432,28 @@ def test_cache_dir_without_platformdirs_is_the_xdg_one(
     monkeypatch.delenv("EMBEDBENCH_CACHE", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    with_platformdirs = ck.synthetic_cache_dir()
+    with_platformdirs = syn.synthetic_cache_dir()
     monkeypatch.setitem(sys.modules, "platformdirs", None)  # import raises ImportError
-    assert ck.synthetic_cache_dir() == tmp_path / "xdg" / "embedbench"
+    assert syn.synthetic_cache_dir() == tmp_path / "xdg" / "embedbench"
     if sys.platform.startswith("linux"):
-        assert with_platformdirs == ck.synthetic_cache_dir()
+        assert with_platformdirs == syn.synthetic_cache_dir()
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert ck.synthetic_cache_dir() == tmp_path / "home" / ".cache" / "embedbench"
+    assert syn.synthetic_cache_dir() == tmp_path / "home" / ".cache" / "embedbench"
     monkeypatch.setenv("EMBEDBENCH_CACHE", str(tmp_path / "own"))
-    assert ck.synthetic_cache_dir() == tmp_path / "own"  # the variable still comes first
+    assert syn.synthetic_cache_dir() == tmp_path / "own"  # the variable still comes first
 
 
 def test_default_checkpoint_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMBEDBENCH_CACHE", str(tmp_path))
     messages: list[str] = []
-    first = ck.default_synthetic_checkpoint(HIDDEN, progress=messages.append)
+    first = syn.default_synthetic_checkpoint(HIDDEN, progress=messages.append)
     assert first == tmp_path / f"qwen2.5-omni-synthetic-{VOCAB}x{HIDDEN}-bf16-v1"
     assert any("building" in m for m in messages)
     shard = first / "model-00002-of-00002.safetensors"
     stamp = shard.stat().st_mtime_ns
 
     messages.clear()
-    second = ck.default_synthetic_checkpoint(HIDDEN, progress=messages.append)
+    second = syn.default_synthetic_checkpoint(HIDDEN, progress=messages.append)
     assert second == first and messages == []
     assert shard.stat().st_mtime_ns == stamp
     loc = ck.locate_embedding(second, ck.read_thinker_facts(second))
@@ -463,7 +465,7 @@ def test_default_checkpoint_tolerates_a_concurrent_builder(
 ) -> None:
     monkeypatch.setenv("EMBEDBENCH_CACHE", str(tmp_path))
     target = tmp_path / f"qwen2.5-omni-synthetic-{VOCAB}x{HIDDEN}-bf16-v1"
-    real_write_files = ck._write_files
+    real_write_files = syn._write_files
 
     raced: list[bool] = []
 
@@ -471,10 +473,10 @@ def test_default_checkpoint_tolerates_a_concurrent_builder(
         real_write_files(tmp, *args)
         if not raced:  # another process finishes first
             raced.append(True)
-            ck.write_synthetic_checkpoint(target, hidden_size=HIDDEN)
+            syn.write_synthetic_checkpoint(target, hidden_size=HIDDEN)
 
-    monkeypatch.setattr(ck, "_write_files", write_files_then_lose_race)
-    assert ck.default_synthetic_checkpoint(HIDDEN) == target
+    monkeypatch.setattr(syn, "_write_files", write_files_then_lose_race)
+    assert syn.default_synthetic_checkpoint(HIDDEN) == target
     assert raced
     assert os.listdir(tmp_path) == [target.name]  # our temporary directory was removed
     assert ck.read_thinker_facts(target).hidden_size == HIDDEN
@@ -489,7 +491,7 @@ def test_default_checkpoint_removes_stale_builds(
     for leftover in (stale, fresh):
         leftover.mkdir()
         (leftover / "model-00001-of-00002.safetensors").write_bytes(b"partial")
-    old = time.time() - 2 * ck._STALE_TMP_SECONDS
+    old = time.time() - 2 * syn._STALE_TMP_SECONDS
     os.utime(stale, (old, old))
-    ck.default_synthetic_checkpoint(HIDDEN)
+    syn.default_synthetic_checkpoint(HIDDEN)
     assert sorted(os.listdir(tmp_path)) == sorted([name, fresh.name])

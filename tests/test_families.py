@@ -16,7 +16,7 @@ from embedbench.cli import main
 from embedbench.config import RunConfig
 from embedbench.errors import CheckpointError, ConfigError
 from embedbench.omni import checkpoint as ck
-from embedbench.omni import families
+from embedbench.omni import families, synthetic
 from embedbench.omni.families import qwen3_omni, qwen25_omni
 from embedbench.omni.validation import EXPECTED_LOOKUPS
 
@@ -28,14 +28,16 @@ HIDDEN = 16
 
 @pytest.fixture(scope="module")
 def qwen3_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ck.write_synthetic_checkpoint(
+    return synthetic.write_synthetic_checkpoint(
         tmp_path_factory.mktemp("q3") / "ckpt", hidden_size=HIDDEN, family=QWEN3_OMNI
     )
 
 
 @pytest.fixture(scope="module")
 def qwen25_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ck.write_synthetic_checkpoint(tmp_path_factory.mktemp("q25") / "ckpt", hidden_size=8)
+    return synthetic.write_synthetic_checkpoint(
+        tmp_path_factory.mktemp("q25") / "ckpt", hidden_size=8
+    )
 
 
 def test_the_published_qwen3_omni_values_are_the_synthetic_ones():
@@ -123,21 +125,21 @@ def test_synthetic_qwen3_checkpoint_reads_as_qwen3(qwen3_checkpoint: Path):
     assert (facts.audio_start_token_id, facts.audio_end_token_id) == (151669, 151670)
     assert (facts.vocab_size, facts.hidden_size) == (152064, HIDDEN)
     assert ck.locate_embedding(qwen3_checkpoint, facts).shape == (152064, HIDDEN)
-    assert ck.is_synthetic(qwen3_checkpoint)
+    assert synthetic.is_synthetic(qwen3_checkpoint)
 
 
 def test_the_qwen25_checkpoint_is_unchanged(qwen25_checkpoint: Path):
     facts = ck.read_thinker_facts(qwen25_checkpoint)
     assert (facts.family, facts.deepstack_levels) == (QWEN25_OMNI, 0)
-    marker = json.loads((qwen25_checkpoint / "config.json").read_text())[ck.SYNTHETIC_MARKER]
+    marker = json.loads((qwen25_checkpoint / "config.json").read_text())[synthetic.SYNTHETIC_MARKER]
     assert "family" not in marker  # the Qwen2.5 config (and fingerprint) as before Qwen3-Omni came
 
 
 def test_default_qwen3_checkpoint_is_cached_under_its_own_name(tmp_path, monkeypatch):
     monkeypatch.setenv("EMBEDBENCH_CACHE", str(tmp_path))
-    path = ck.default_synthetic_checkpoint(HIDDEN, family=QWEN3_OMNI)
+    path = synthetic.default_synthetic_checkpoint(HIDDEN, family=QWEN3_OMNI)
     assert path == tmp_path / f"qwen3-omni-synthetic-152064x{HIDDEN}-bf16-v1"
-    assert ck.default_synthetic_checkpoint(HIDDEN, family=QWEN3_OMNI) == path
+    assert synthetic.default_synthetic_checkpoint(HIDDEN, family=QWEN3_OMNI) == path
     assert ck.read_thinker_facts(path).family == QWEN3_OMNI
 
 
@@ -186,8 +188,8 @@ def test_prepare_without_model_uses_the_family_synthetic_checkpoint(tmp_path, mo
     from embedbench import runner
 
     monkeypatch.setenv("EMBEDBENCH_CACHE", str(tmp_path / "cache"))
-    small = functools.partial(ck.default_synthetic_checkpoint, HIDDEN)
-    monkeypatch.setattr(ck, "default_synthetic_checkpoint", small)
+    small = functools.partial(synthetic.default_synthetic_checkpoint, HIDDEN)
+    monkeypatch.setattr(synthetic, "default_synthetic_checkpoint", small)
     config = RunConfig(family="qwen3-omni", output_dir=str(tmp_path / "out"), allow_busy=True)
     prepared = runner.prepare(config, log=lambda _m: None)
     assert prepared.facts.family == QWEN3_OMNI

@@ -18,6 +18,7 @@ from embedbench.harness.ioguard import (
     wait_for_quiet_io,
 )
 from embedbench.omni import checkpoint as ck
+from embedbench.omni import synthetic
 
 MiB = 2**20
 
@@ -266,7 +267,7 @@ def test_synthetic_checkpoint_fsyncs_files_and_directory_before_the_rename(tmp_p
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "rename", rename)
-    target = ck.write_synthetic_checkpoint(tmp_path / "c", hidden_size=8).resolve()
+    target = synthetic.write_synthetic_checkpoint(tmp_path / "c", hidden_size=8).resolve()
     tmp_path = tmp_path.resolve()
 
     renamed = events.index(("rename", str(target)))

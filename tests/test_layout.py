@@ -129,7 +129,8 @@ def test_the_tree_has_the_three_stages_and_a_thin_top():
     for name in MODULES:
         layers.setdefault(layer(name), set()).add(name.rsplit(".", 1)[-1])
     assert {"timing", "isolation", "stats", "blocks", "diagnostics"} <= layers["harness"]
-    assert {"checkpoint", "scenarios", "targets", "validation", "gitsource"} <= layers["omni"]
+    omni = {"checkpoint", "synthetic", "scenarios", "targets", "validation", "gitsource"}
+    assert omni <= layers["omni"]
     report = {"results", "schema", "compat", "summary", "tables", "gate"}
     assert report | {"figuredata", "static", "interactive", "views"} <= layers["report"]
     # The top level holds the shared vocabulary, the run orchestration (runner, runhost,

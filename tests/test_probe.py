@@ -15,7 +15,7 @@ from embedbench.cases import CASES, SYNC_LABEL, VARIANTS
 from embedbench.cli import main
 from embedbench.harness import devices
 from embedbench.measure import probe_row
-from embedbench.omni import checkpoint, families
+from embedbench.omni import checkpoint, families, synthetic
 from embedbench.omni.families import qwen3_omni, qwen25_omni
 from embedbench.omni.scenarios import build_scenario, call_variant, placement_problems
 from embedbench.omni.targets.reference import build_reference_target
@@ -79,7 +79,7 @@ def test_sync_count_restores_the_mode_when_the_call_raises(monkeypatch):
 def _audio(family: str = qwen25_omni.NAME, hidden: int = 16):
     published = families.get(family)
     facts = checkpoint.facts_from_config(published.synthetic_config(hidden, published.vocab_size))
-    table = checkpoint.seeded_table(published.vocab_size, hidden, 1)
+    table = synthetic.seeded_table(published.vocab_size, hidden, 1)
     target = build_reference_target(table, facts)
     scenario = build_scenario(
         "audio",

@@ -12,6 +12,7 @@ import torch
 from embedbench.cases import CASES, expected_lookups
 from embedbench.config import LM_SHIMS
 from embedbench.omni import checkpoint as ck
+from embedbench.omni import synthetic
 from embedbench.omni.families.qwen3_omni import NAME as QWEN3_OMNI
 from embedbench.omni.families.replicas.qwen3_omni import (
     DEEPSTACK_BUFFER_ROWS,
@@ -27,7 +28,7 @@ LEVELS = 3
 
 @pytest.fixture(scope="module")
 def qwen3(tmp_path_factory: pytest.TempPathFactory):
-    path = ck.write_synthetic_checkpoint(
+    path = synthetic.write_synthetic_checkpoint(
         tmp_path_factory.mktemp("q3") / "ckpt", hidden_size=HIDDEN, family=QWEN3_OMNI
     )
     facts = ck.read_thinker_facts(path)

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from embedbench import ConfigError, load_results
 from embedbench.config import RunConfig
 from embedbench.omni.scenarios import CASE_LABELS, CASES
-from embedbench.report import compare, interactive, static, tables
+from embedbench.report import compare, figuredata, interactive, static, tables
 from embedbench.report.html import render_html, write_html
 
 
@@ -49,7 +49,7 @@ def test_statistics_and_detail_tables(result):
     blocks = tables.blocks_frame(result)
     assert len(blocks) == len(CASES) * 6 * 2
     assert set(blocks["variant"]) == {"baseline", "fixed"}
-    calls = tables.calls_frame(result, "interleaved")
+    calls = figuredata.case_calls(figuredata.call_table(result), "interleaved")
     assert len(calls) == 6 * 3 * 2
     assert tables.detail_case(result) == "interleaved"
     floor = tables.timer_floor_table(result)

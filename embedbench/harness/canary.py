@@ -13,7 +13,7 @@ same geometry. On CUDA it also times one small host to device to host round trip
 busy PCIe link or driver would slow).
 
 Why a gather and not a copy of two small buffers: a copy of 8 MiB stays in a large
-shared L3 and missed what slowed the lookups on the CI machine (docs/PERFORMANCE.md,
+shared L3 and missed what slowed the lookups on the CI machine (docs/archive/PERFORMANCE-2026-11.md,
 "Interference").
 
 The canary never runs inside a timed window: ``timing`` reads it next to the CPU-frequency
@@ -51,7 +51,8 @@ __all__ = [
 # One text lookup at the default geometry: 1172 rows of 3584 bfloat16 values.
 DEFAULT_ROWS = 1172
 # The canary gathers this share of a lookup's rows: half a lookup moved as much as a whole
-# one under a memory neighbour, at half the cost (docs/PERFORMANCE.md, "Interference").
+# one under a memory neighbour, at half the cost (docs/archive/PERFORMANCE-2026-11.md,
+# "Interference").
 ROWS_SHARE = 0.5
 DEFAULT_ROW_BYTES = 3584 * 2
 # Never fewer bytes a read than this: twice a large per-core L2 (2 MiB), so that a small
@@ -70,7 +71,7 @@ DEVICE_ROUND_TRIP_BYTES = 4096
 # Reads per probe (the quiet-host wait before a worker and every case); the first is
 # dropped. Seventeen half-lookup reads span about as long (14 ms) as the nine whole-lookup
 # reads did; nine half-lookup reads labelled CPU bursts on the measuring core in 2 of 4
-# runs against 4 of 4 (docs/PERFORMANCE.md, "Interference").
+# runs against 4 of 4 (docs/archive/PERFORMANCE-2026-11.md, "Interference").
 PROBE_COPIES = 17
 # The pace: a BLAKE2b hash of this many bytes, which stay in the core's L1 cache. It moves
 # with the core's own speed (frequency, a hypervisor's time slices) and not with the
@@ -142,7 +143,7 @@ class Canary:
         # first probes find the rows as later ones do. With one warm read, a worker's
         # second probe often read far faster than the rest (14 of 40 workers below 0.8x
         # their median), set the worker's quietest level too low, and later probes then
-        # failed the level rule (docs/PERFORMANCE.md, "The canary's warm pass").
+        # failed the level rule (docs/archive/PERFORMANCE-2026-11.md, "The canary's warm pass").
         for _ in range(ROW_SETS):
             self.read_us()
         self.device = torch.device(device)

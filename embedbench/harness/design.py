@@ -27,7 +27,8 @@ __all__ = [
 ]
 
 # Worker processes per run: chosen from the between-run measurements in
-# docs/PERFORMANCE.md, the fewest whose interval predicts a rerun on the CI machine.
+# docs/archive/PERFORMANCE-2026-11.md, "Why 5 workers": the fewest whose interval
+# predicts a rerun on the CI machine.
 DEFAULT_PROCESSES = 5
 DEFAULT_BLOCKS = 20
 GIVEN = "given"

@@ -16,9 +16,10 @@ neighbour that shares the core comes back block after block.
 The share is read inside the timing window, so it sees what the window's host latency
 took. In the PR's window (the default) the wall clock encloses the thread-clock reads;
 in ``tight`` it does not, and a task switch mostly lands at those reads' system calls
-(measured on the AMD EPYC guest, docs/PERFORMANCE.md, "Where a task switch lands"): there
-the share reads low, and the calls' latencies did not take the switch either. The probes
-before each worker and case read the thread's time off the CPU in either window.
+(measured on the AMD EPYC guest, docs/archive/PERFORMANCE-2026-11.md, "Where a task
+switch lands"): there the share reads low, and the calls' latencies did not take the
+switch either. The probes before each worker and case read the thread's time off the CPU
+in either window.
 
 A block whose median call is mostly off the CPU, by more than a clock read's worth
 (``WAITING_BY_DESIGN``, ``WAIT_FLOOR_US``), is left out, and so is any device other than
@@ -41,8 +42,8 @@ __all__ = ["PREEMPTED_LIMIT", "WAITING_BY_DESIGN", "WAIT_FLOOR_US", "preempted_s
 # noisy. Quiet runs here lost at most 0.3 % at the default design and 1.4 % in a small one
 # (10 blocks of 10 calls of 5 µs, where clock jitter weighs most); CPU bursts on the
 # measuring core (50 ms on, 100 ms off) took 13-18 % from every worker of a default run
-# and 28-48 % from the workers they hit in a small one (docs/PERFORMANCE.md, "CPU bursts
-# seen in the calls").
+# and 28-48 % from the workers they hit in a small one (docs/archive/PERFORMANCE-2026-11.md,
+# "CPU bursts seen in the calls").
 PREEMPTED_LIMIT = 0.10
 # A block whose median call spends more than this share of its host time off the CPU,
 # and more than WAIT_FLOOR_US, waits by design; its calls are not judged. The floor keeps

@@ -40,7 +40,8 @@ The verdict is ``stable`` or ``noisy``. It is decided from these effects alone:
 busy other cores (from ``/proc/stat``) are recorded beside it as the likely cause, never
 as the reason, because on a many-core GPU box busy unrelated cores are normal. The
 thresholds sit above the largest value quiet runs showed, with a margin; the
-measurements behind them are in docs/PERFORMANCE.md.
+measurements behind them are in docs/archive/PERFORMANCE-2026-11.md, "Interference",
+and each threshold's operating point on the simulated host in docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ STABLE = "stable"
 NOISY = "noisy"
 
 # The limits sit above what quiet runs of the gather canary showed on the CI machine
-# (docs/PERFORMANCE.md, "Interference"); the quiet figures are in brackets.
+# (docs/archive/PERFORMANCE-2026-11.md, "Interference"); the quiet figures are in brackets.
 # A probe's reads after the first: (q75 − q25) / median above this is not quiet (quiet
 # probes: 0.19 at their 90th percentile, 0.34 at most; under CPU bursts: 1.4 at p90).
 PROBE_SPREAD_LIMIT = 0.45
@@ -143,7 +144,8 @@ WAITED_PROBES_LIMIT = 3
 # NEIGHBOUR_P_LIMIT, over at least NEIGHBOUR_MIN_READS reads a side, makes the run noisy.
 # The limit sits above every contrast another core spinning on and off (busy, touching no
 # memory) gave on the CI machine, −2.3 to +3.5 % in 7 tries; a memory hog there gave −0.4
-# to +11.5 % in 9, and moved the lookups by at most 2.1 % (docs/PERFORMANCE.md). The same
+# to +11.5 % in 9, and moved the lookups by at most 2.1 % (docs/archive/PERFORMANCE-2026-11.md,
+# "A neighbour seen by its effect"). The same
 # rule reads the timed calls themselves (each block half's median call): on the AMD guest
 # a memory hog toggled on the other core moved the calls and the canary by different
 # amounts in the same run (+0.7 to +11.6 % against +1.0 to +8.2 %).
@@ -156,15 +158,15 @@ NEIGHBOUR_MIN_READS = 10
 # The reference is the median level of the last REFERENCE_KEEP stable runs of the same
 # host, core and canary within REFERENCE_MAX_AGE_S, and needs REFERENCE_MIN_RUNS of them.
 # Quiet default runs read −6.2 to +7.2 % over their reference, runs under a memory hog
-# always on +10.4 to +30.8 % (docs/PERFORMANCE.md, "A neighbour that never pauses").
+# always on +10.4 to +30.8 % (docs/archive/PERFORMANCE-2026-11.md, "A neighbour that never pauses").
 REFERENCE_LEVEL_LIMIT = 0.10
 # Once the reference holds REFERENCE_SPREAD_RUNS runs, the limit follows their own spread:
 # REFERENCE_SPREADS times their robust relative SD (1.4826 × MAD over the median), never
 # under REFERENCE_LEVEL_FLOOR (the smallest effect the neighbour rule labels) nor over
 # REFERENCE_LEVEL_LIMIT. A host whose quiet runs agree closely (within 1-2 %) then sees a
 # neighbour that slows its memory by 5-10 %, which the fixed 10 % let through in most
-# always-on runs; a host whose quiet level drifts keeps the 10 % (docs/PERFORMANCE.md,
-# "A limit that follows the host's own spread").
+# always-on runs; a host whose quiet level drifts keeps the 10 %
+# (docs/archive/PERFORMANCE-2026-11.md, "A limit that follows the host's own spread").
 REFERENCE_LEVEL_FLOOR = 0.05
 REFERENCE_SPREADS = 4.0
 REFERENCE_SPREAD_RUNS = 5

@@ -435,7 +435,7 @@ def worker_t_interval(
     workers a run can afford (4 df) that variance is itself noisy, and when the workers
     happen to agree closely the interval is narrower than the block noise inside each
     worker allows: such runs gave most wrong calls on a case whose truth is zero
-    (docs/PERFORMANCE.md, "An interval no narrower than the block noise"). So the
+    (docs/archive/PERFORMANCE-2026-11.md, "An interval no narrower than the block noise"). So the
     variance is never taken below ``within_worker_variance``, the variance that the
     block noise alone gives a worker's headline: the modified Hartung–Knapp rule of
     random-effects meta-analysis with few studies (Röver, Knapp and Friede 2015),
