@@ -2,8 +2,8 @@
 synth-checkpoint`` (docs/cli.md has every option).
 
 Bad input ends with one line on stderr and exit code 2; a completed run with a
-failed validation, or a results dir that fails the gate, exits 1; an interrupted run
-exits 130.
+failed validation, or a results dir that fails the gate (on time, or with ``--on work``
+on the counted work per call), exits 1; an interrupted run exits 130.
 
 Only what the argument table needs is imported at start-up (no torch, pandas or scipy):
 each subcommand imports its own modules, so ``--help`` and a usage error answer at once
@@ -34,6 +34,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_OK",
     "EXIT_USAGE",
+    "GATE_ON",
     "build_parser",
     "config_from_args",
     "main",
@@ -45,6 +46,8 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+# What ``embedbench gate --on`` gates: the intervals of host latency, or the counted work.
+GATE_ON = ("time", "work")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -142,21 +145,39 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("results_dir")
     gate = sub.add_parser(
         "gate",
-        help="exit 1 when a case is slower beyond --max-slowdown (a CI regression gate)",
-        description="Exit 1 when any case's interval of the reduction lies entirely "
-        "below -PCT (slower beyond the allowance), or when a case cannot be certified: "
-        "not measured, failed validation (valid: false, verdict: invalid) or no interval. "
-        "Prints one line per failing case; exit 0 with one summary line otherwise; "
-        "exit 2 on bad input (missing dir, bad files, a PCT that is not a number >= 0). "
-        "Reads the original PR script's output too (intervals recomputed from the raw "
-        "records).",
+        help="exit 1 when a case is slower beyond --max-slowdown, or with --on work does "
+        "more counted work (a CI regression gate)",
+        description="On time (the default): exit 1 when any case's interval of the "
+        "reduction lies entirely below -PCT (slower beyond the allowance), or when a case "
+        "cannot be certified: not measured, failed validation (valid: false, verdict: "
+        "invalid) or no interval. Reads the original PR script's output too (intervals "
+        "recomputed from the raw records). With --on work: exit 1 when, for any case, a "
+        "counted quantity of the fixed form's per-call ledger (work.json: operators in all "
+        "and each one, bytes read, written and allocated, syncs, kernels) exceeds the "
+        "baseline form's by more than --max-increase PCT, or when a case has no ledger or "
+        "its workers counted differently; the counts are exact, so this gate cannot flake. "
+        "Prints one line per failing case; exit 0 with one summary line otherwise; exit 2 "
+        "on bad input (missing dir, bad files, no work.json with --on work, a PCT that is "
+        "not a number >= 0, an allowance of the other gate).",
     )
     gate.add_argument("results_dir")
     gate.add_argument(
+        "--on",
+        choices=GATE_ON,
+        default=GATE_ON[0],
+        help="what to gate: the intervals of host latency (time) or the counted work per "
+        "call (work) (default time)",
+    )
+    gate.add_argument(
         "--max-slowdown",
         metavar="PCT",
-        default="0",
-        help="allowed slowdown in percent, a number >= 0 (default 0)",
+        help="on time: allowed slowdown in percent, a number >= 0 (default 0)",
+    )
+    gate.add_argument(
+        "--max-increase",
+        metavar="PCT",
+        help="on work: allowed increase of any counted quantity in percent, a number >= 0 "
+        "(default 0: none)",
     )
     st = sub.add_parser(
         "selftest", help="recover known differences: spin, real work, off-CPU wait (harness check)"
@@ -269,9 +290,23 @@ def print_report(result: RunResult) -> None:
         print(f"\n> {busy_label(result)}")
     print()
     print(frame_markdown(statistics_table(result)))
+    _print_work(result)
     failed = [r for r in result.validation if not r.get("ok")]
     for row in failed:
         print(f"VALIDATION FAILED: {row['case']} @ {row['tokens']} tokens: {row.get('mismatch')}")
+
+
+def _print_work(result: RunResult) -> None:
+    """The work-per-call table and its sentence, for a run that recorded a ledger."""
+    from embedbench.report.tables import to_pr_markdown
+    from embedbench.report.work import work_sentence, work_table
+
+    sentence = work_sentence(result)
+    if sentence is None:
+        return
+    print("\nWork per call (counted, not timed):\n")
+    print(to_pr_markdown(work_table(result)))
+    print(f"\n> {sentence}")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -322,14 +357,42 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_gate(args: argparse.Namespace) -> int:
+    if args.on == "work":
+        return _gate_work(args)
+    if args.max_increase is not None:
+        raise ConfigError(
+            "--max-increase is the allowance of the gate on counted work; add --on work, "
+            "or pass --max-slowdown to gate on time"
+        )
     _import_jsonschema()
     from embedbench.report.gate import check_max_slowdown, gate_lines, gate_results
     from embedbench.report.results import load_results
 
-    max_slowdown = check_max_slowdown(args.max_slowdown, "--max-slowdown")
+    given = "0" if args.max_slowdown is None else args.max_slowdown
+    max_slowdown = check_max_slowdown(given, "--max-slowdown")
     outcome = gate_results(load_results(args.results_dir), max_slowdown)
     _note_unchecked()
     print("\n".join(gate_lines(outcome)))
+    return EXIT_OK if outcome.passed else EXIT_INVALID
+
+
+def _gate_work(args: argparse.Namespace) -> int:
+    """``gate --on work``: the counted work per call of each case (report/workgate.py)."""
+    if args.max_slowdown is not None:
+        raise ConfigError(
+            "--max-slowdown is the allowance of the gate on time; with --on work pass "
+            "--max-increase"
+        )
+    from embedbench.report.workgate import check_max_increase, gate_work, work_gate_lines
+
+    given = "0" if args.max_increase is None else args.max_increase
+    max_increase = check_max_increase(given, "--max-increase")
+    _import_jsonschema()
+    from embedbench.report.results import load_results
+
+    outcome = gate_work(load_results(args.results_dir), max_increase)
+    _note_unchecked()
+    print("\n".join(work_gate_lines(outcome)))
     return EXIT_OK if outcome.passed else EXIT_INVALID
 
 
@@ -380,9 +443,9 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     hidden_size = None if args.hidden is None else parse_int("--hidden", args.hidden, minimum=1)
     seed = parse_int("--seed", args.seed)
     family = RunConfig._coerce_choice("--family", args.family, families.names())
-    from embedbench.omni import checkpoint
+    from embedbench.omni import synthetic
 
-    path = checkpoint.write_synthetic_checkpoint(
+    path = synthetic.write_synthetic_checkpoint(
         args.directory,
         hidden_size=hidden_size,
         seed=seed,

@@ -18,6 +18,10 @@ case ``paired`` (no checkpoint, target or validation). It reports through an
 - ``records``: raw block records of one case, length and scope (timer floor: case
   ``timer``), each carrying ``worker``;
 - ``validation``: one case's validation row;
+- ``work``: one case's per-call ledger of each variant (``harness.ledger``: operators,
+  bytes, syncs, kernels), counted from one more call of each after a passed validation,
+  before the warm-up, outside any timed window (``error`` instead where that call
+  raised; nothing where the backend counts nothing);
 - ``case_error``: a wrapper crashed while timing (the case is recorded invalid);
 - ``progress``: how many calls finished;
 - ``done``: the share is complete.
@@ -55,6 +59,7 @@ from embedbench.harness.canary import Canary
 from embedbench.harness.clock import now
 from embedbench.harness.devices import count_device_syncs, sync_for
 from embedbench.harness.isolation import isolated, other_cores_reader
+from embedbench.harness.ledger import count_pair
 from embedbench.harness.timing import (
     AA_SCOPE,
     MICRO_SCOPE,
@@ -119,7 +124,7 @@ Event = dict[str, Any]
 Emit = Callable[[Event], None]
 
 # The events after which a worker process waits for its parent's acknowledgement.
-HANDSHAKE_EVENTS = frozenset({"ready", "validation", "records", "case_error"})
+HANDSHAKE_EVENTS = frozenset({"ready", "validation", "work", "records", "case_error"})
 ACK = "ack"
 
 # embedbench's own modules on the measured path: the share, the scenarios, the timed
@@ -133,6 +138,7 @@ HARNESS_MODULES = (
     "embedbench.harness.isolation",
     "embedbench.harness.devices",
     "embedbench.harness.canary",
+    "embedbench.harness.ledger",
 )
 
 
@@ -537,6 +543,13 @@ class Backend(Protocol):
         where nothing is validated)."""
         ...
 
+    def ledger(
+        self, share: Share, case: str, tokens: int, calls: Calls
+    ) -> dict[str, dict[str, Any]] | None:
+        """Each variant's per-call ledger (``harness.ledger``), from one more call of each
+        outside any timed window; None where nothing is counted."""
+        ...
+
     def canary(self, share: Share, loaded: Loaded) -> CanaryLike:
         """The share's canary."""
         ...
@@ -600,6 +613,11 @@ class TargetBackend:
         }
         return calls, probe_row(target, scenario, calls)
 
+    def ledger(
+        self, share: Share, case: str, tokens: int, calls: Calls
+    ) -> dict[str, dict[str, Any]] | None:
+        return count_pair(calls, share.device)
+
     def canary(self, share: Share, loaded: Loaded) -> CanaryLike:
         _facts, table, _target = loaded.context
         return Canary(
@@ -642,6 +660,11 @@ class PairBackend:
     ) -> tuple[Calls, dict[str, Any] | None]:
         assert self.variants is not None
         return {name: self.variants[name] for name in VARIANTS}, None
+
+    def ledger(
+        self, share: Share, case: str, tokens: int, calls: Calls
+    ) -> dict[str, dict[str, Any]] | None:
+        return count_pair(calls, share.device)
 
     def canary(self, share: Share, loaded: Loaded) -> CanaryLike:
         return Canary(device=torch.device(share.device), core=share.cpu_core)
@@ -704,7 +727,10 @@ def measure_share(
                 before_case(case, tokens)
             watch.wait_until_quiet(f"{case}@{tokens}")
             calls, row = backend.case_calls(share, loaded, case, tokens)
-            _measure_case(share, calls, row, case, tokens, emit, loaded.sync, probes, check_stop)
+            work = functools.partial(backend.ledger, share, case, tokens, calls)
+            _measure_case(
+                share, calls, row, case, tokens, emit, loaded.sync, probes, check_stop, work
+            )
             backend.after_case(share)
     emit({"event": "done", "worker": share.worker})
 
@@ -820,9 +846,11 @@ def _measure_case(
     sync: Callable[[], None],
     probes: BlockProbes,
     check_stop: Callable[[], None],
+    work: Callable[[], dict[str, dict[str, Any]] | None] = lambda: None,
 ) -> None:
-    """Report one case's validation ``row`` (None: nothing validated), then time it;
-    ``probes`` are read at every block edge."""
+    """Report one case's validation ``row`` (None: nothing validated), then, once it
+    passed, its ``work`` (each variant's ledger), then time it; ``probes`` are read at
+    every block edge."""
     config = share.config
     if row is not None:
         emit(
@@ -837,6 +865,7 @@ def _measure_case(
         if not row["ok"]:
             emit({"event": "progress", "calls": calls_per_share(config, share.block_count)})
             return
+    _report_work(share, case, tokens, work, emit)
     scopes = [(MICRO_SCOPE, calls)]
     if config.aa_check:  # the baseline against itself, under both labels
         scopes.append((AA_SCOPE, {"baseline": calls["baseline"], "fixed": calls["baseline"]}))
@@ -861,3 +890,32 @@ def _measure_case(
         return
     for scope, rows in timed:
         emit(_records(share, case, tokens, scope, rows))
+
+
+def _report_work(
+    share: Share,
+    case: str,
+    tokens: int,
+    work: Callable[[], dict[str, dict[str, Any]] | None],
+    emit: Emit,
+) -> None:
+    """Count each variant's work once (before the warm-up: nothing timed sees it) and emit
+    it; a call that raises is reported as the ``work`` event's ``error``, and the timing
+    that follows records the crash."""
+    try:
+        ledger, error = work(), None
+    except Exception as exc:
+        ledger, error = None, f"{type(exc).__name__}: {one_line(exc)}"
+    if ledger is None and error is None:
+        return
+    emit(
+        {
+            "event": "work",
+            "worker": share.worker,
+            "case": case,
+            "tokens": tokens,
+            "device": torch.device(share.device).type,
+            "ledger": ledger,
+            "error": error,
+        }
+    )

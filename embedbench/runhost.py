@@ -23,7 +23,7 @@ from embedbench.harness.ioguard import IoReading, wait_for_quiet_io
 from embedbench.harness.isolation import ContentionReading, allowed_cores, check_contention
 from embedbench.harness.parentcore import ParentAffinity, pinned_away
 from embedbench.measure import Backend, Emit, Share, measure_share
-from embedbench.omni import checkpoint
+from embedbench.omni import synthetic
 from embedbench.spawn import EventSink, run_worker
 
 __all__ = ["RealHost", "RunHost", "host_reference_path"]
@@ -151,4 +151,4 @@ def host_reference_path() -> Path:
     """Where this host's quiet memory levels are kept: ``$EMBEDBENCH_HOST_REFERENCE``, else
     ``host-reference.json`` in the cache directory (docs/method.md)."""
     env = os.environ.get(hostref.REFERENCE_ENV, "").strip()
-    return Path(env).expanduser() if env else checkpoint.synthetic_cache_dir() / hostref.FILE_NAME
+    return Path(env).expanduser() if env else synthetic.synthetic_cache_dir() / hostref.FILE_NAME

@@ -59,6 +59,7 @@ from embedbench.harness.isolation import (
     ContentionReading,
     resolve_cpu_core,
 )
+from embedbench.harness.ledger import merge_workers
 from embedbench.harness.parentcore import ParentAffinity, measuring_here
 from embedbench.harness.parentwatch import ParentActivity
 from embedbench.harness.timing import (
@@ -80,7 +81,7 @@ from embedbench.measure import (
     load_factory,
     worker_paths,
 )
-from embedbench.omni import checkpoint, families
+from embedbench.omni import checkpoint, families, synthetic
 from embedbench.omni.targets import VARIANTS
 from embedbench.report import summary
 from embedbench.report.results import ResultsWriter, RunResult, check_output_dir
@@ -217,7 +218,7 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         log(note)
     if config.model is None:
         family = families.requested_family(config.family, has_model=False)
-        model_dir = checkpoint.default_synthetic_checkpoint(progress=log, family=family)
+        model_dir = synthetic.default_synthetic_checkpoint(progress=log, family=family)
     else:
         model_dir = Path(config.model).expanduser()
     facts = checkpoint.read_thinker_facts(model_dir)
@@ -229,7 +230,7 @@ def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
         device=device,
         cpu_core=core,
         model_dir=model_dir,
-        synthetic=checkpoint.is_synthetic(model_dir),
+        synthetic=synthetic.is_synthetic(model_dir),
         facts=facts,
         location=location,
         output_dir=output_dir,
@@ -438,6 +439,8 @@ class _CaseState:
     """What the workers have reported for one case and length so far."""
 
     validation: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Each worker's ledger per variant (None: its counting call raised).
+    work: dict[int, dict[str, Any] | None] = field(default_factory=dict)
     records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     timed: dict[str, set[int]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -514,6 +517,8 @@ class _Collector:
                 self._timed(event)
         elif kind == "validation":
             self._validation(event)
+        elif kind == "work":
+            self._work(event)
         elif kind == "case_error":
             state = self.cases[(event["case"], event["tokens"])]
             state.errors.append(event["error"])
@@ -581,6 +586,22 @@ class _Collector:
             writer.add_validation(merged)
         else:
             writer.replace_validation(case, tokens, merged)
+
+    def _work(self, event: Event) -> None:
+        """One worker's ledger of a case: work.json's rows of that case, over the workers
+        so far (the first one's counts; a worker whose differ is named in them)."""
+        case, tokens, worker = event["case"], event["tokens"], event["worker"]
+        state = self.cases[(case, tokens)]
+        state.work[worker] = event.get("ledger")
+        if event.get("error"):
+            self.log(f"warning: worker {worker} could not count {case}@{tokens}: {event['error']}")
+        merged = merge_workers(state.work)
+        rows = [
+            {"case": case, "tokens": tokens, "variant": variant, "device": event["device"], **row}
+            for variant, row in merged.items()
+        ]
+        if rows:
+            self._writer().set_work(case, tokens, rows)
 
     @staticmethod
     def _merged_validation(state: _CaseState) -> dict[str, Any]:
@@ -760,7 +781,13 @@ class _Collector:
         """The finished run, in memory."""
         w = self._writer()
         return RunResult(
-            self.prepared.output_dir, w.metadata, w.records, w.validation, w.summary, w.aa_records
+            self.prepared.output_dir,
+            w.metadata,
+            w.records,
+            w.validation,
+            w.summary,
+            w.aa_records,
+            w.work,
         )
 
 
@@ -866,6 +893,9 @@ class PairedResult:
     host_stability: stability.HostStability | None = None
     # ``given``, or ``derived`` when ``processes`` was left unset.
     processes_source: str = GIVEN
+    # Each variant's per-call ledger (docs/format.md, "work.json": a row's fields less
+    # case, tokens and variant); None where nothing was counted.
+    work: dict[str, dict[str, Any]] | None = None
 
     @property
     def host_us(self) -> dict[str, float]:
@@ -989,6 +1019,7 @@ class _PairedCollector:
         self.probes: list[dict[str, Any]] = []
         self.exit_codes: dict[int, int] = {}
         self.parent_activity: dict[int, ParentActivity] = {}
+        self.work: dict[int, dict[str, Any] | None] = {}
         self._first_ready: Event | None = None
 
     def handle(self, event: Event) -> None:
@@ -1003,6 +1034,12 @@ class _PairedCollector:
         elif kind == "records":
             timer = event["scope"] == TIMER_SCOPE
             (self.floor if timer else self.records).extend(event["records"])
+        elif kind == "work":
+            self.work[event["worker"]] = event.get("ledger")
+            if event.get("error"):
+                self.log(
+                    f"paired_benchmark: worker {event['worker']} could not count: {event['error']}"
+                )
 
     def _same_code(self, event: Event) -> None:
         """Every worker must time the bytecode the first one timed."""
@@ -1036,6 +1073,7 @@ class _PairedCollector:
             [WorkerBlockRecord.from_json(r) for r in self.floor],
             host,
             config.processes_source,
+            merge_workers(self.work) or None,
         )
 
 

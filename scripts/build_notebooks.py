@@ -256,6 +256,15 @@ COMPARE = new_notebook(
             """),
         code("show(sections.comparison(runs, reference, **mixed))"),
         md("""
+            ## Work per call
+
+            Each run's per-call ledger (`work.json`: operators, bytes, syncs, kernels,
+            counted exactly) against the first run of the same code, torch, configuration
+            and family. The same code counts the same work on any host, so any row that is
+            not `same` is flagged: the inputs, the code path or the counter changed.
+            """),
+        code("show(sections.work_comparison(runs))"),
+        md("""
             ## Regression gate
 
             The check `embedbench gate DIR --max-slowdown PCT` makes in CI, per run: a case

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from embedbench.omni import checkpoint
+from embedbench.omni import synthetic
 
 SMALL_HIDDEN = 32
 
@@ -82,6 +82,8 @@ TIERS = {
         "test_gpu_check.py",  # gpu_check.sh's core pick and report on fakes: no run
         "test_cli_docs.py",  # docs/cli.md against the parsers: no run
         "test_docs.py",  # links, fenced commands and make targets of README.md and docs/
+        "test_ledger.py",  # one call's counted work on the replica and planted operators
+        "test_work_report.py",  # work.json, its table, sentence and gate, built in memory
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),
@@ -93,6 +95,7 @@ TIERS = {
         "test_optional_deps.py",  # runs without platformdirs and jsonschema; the writer: unit
         "test_third_family.py",  # a test-only family: synthesized, run, reported, compared
         "test_promises.py",  # hundreds of seeded runs on the simulated host: about a minute
+        "test_work_run.py",  # the ledger of real runs and pairs, its report and its gate
     ],
     "notebook": ["test_notebooks.py"],
     "integration": ["test_vllm_omni_integration.py"],
@@ -120,7 +123,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def small_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 152064 x 32 bf16 synthetic checkpoint (two shards + index), built once per session."""
-    return checkpoint.write_synthetic_checkpoint(
+    return synthetic.write_synthetic_checkpoint(
         tmp_path_factory.mktemp("ckpt") / "small", hidden_size=SMALL_HIDDEN
     )
 

@@ -13,7 +13,7 @@ from embedbench.config import RunConfig
 from embedbench.omni import checkpoint
 from embedbench.omni.scenarios import CASE_LABELS, CASES
 from embedbench.omni.validation import EXPECTED_LOOKUPS
-from embedbench.report.results import RESULT_FILES, load_results
+from embedbench.report.results import RESULT_FILES, WORK, load_results
 
 REFERENCE_EMBEDDING = "embedbench.omni.targets.reference.ReferenceVocabEmbedding"
 PR_HEADER = "| Input | Before (μs) | After (μs) | Host latency reduction |"
@@ -39,7 +39,7 @@ def test_run_end_to_end_writes_four_files_and_prints_the_pr_table(small_checkpoi
     assert lines[header + 1] == "| --- | ---: | ---: | ---: |"
     rows = lines[header + 2 : header + 2 + len(CASES)]
     assert [r.split(" | ")[0].lstrip("| ") for r in rows] == [CASE_LABELS[c] for c in CASES]
-    assert sorted(p.name for p in out.iterdir()) == sorted(RESULT_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*RESULT_FILES, WORK])
 
     result = load_results(out)
     assert result.status == "complete"

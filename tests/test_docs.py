@@ -164,6 +164,7 @@ TABLE_FILES = {
     "micro-raw.json and aa-raw.json": ("micro-raw.json", "aa-raw.json"),
     "validation.json": ("validation.json",),
     "summary.json": ("summary.json",),
+    "work.json": ("work.json",),
 }
 
 
@@ -293,7 +294,8 @@ def test_every_field_a_run_writes_is_in_a_table(small_run_dir):
 
     tables = documented_fields(FORMAT.read_text())
     missing = []
-    for file in ("metadata.json", "micro-raw.json", "validation.json", "summary.json"):
+    files = ("metadata.json", "micro-raw.json", "validation.json", "summary.json", "work.json")
+    for file in files:
         data = json.loads((small_run_dir / file).read_text())
         written = set(data) if isinstance(data, dict) else {k for row in data for k in row}
         missing += [f"{file}: {name}" for name in sorted(written - set(tables[file]))]

@@ -226,16 +226,15 @@ def test_dependency_modules_follow_the_mro_global_names_and_local_imports(load):
 def test_the_reference_target_is_fresh_in_a_fresh_process():
     script = textwrap.dedent(
         """
-        import json, time
+        import json
         from helpers import TOKEN_IDS, seeded_table
         from embedbench import measure
         from embedbench.omni.targets.reference import build_reference_target
         facts = TOKEN_IDS
         facts.hidden_size = 8
         target = build_reference_target(seeded_table(8), facts)
-        started = time.perf_counter()
         report = measure.check_fresh(target)
-        print(json.dumps({**report.to_json(), "wall": time.perf_counter() - started}))
+        print(json.dumps(report.to_json()))
         """
     )
     proc = subprocess.run(
@@ -254,8 +253,9 @@ def test_the_reference_target_is_fresh_in_a_fresh_process():
         "embedbench.harness.timing",
     ):
         assert module in report["checked_modules"], report
-    # Budget 0.5 s (about 0.03 s measured); the bound leaves room for a loaded machine.
-    assert report["wall"] < 2.0, report
+    # How long the check takes is real timing (docs/archive/PERFORMANCE-2026-11.md,
+    # "Stale-code check cost"): recorded, never judged here.
+    assert report["functions_compared"] > 0 and report["seconds"] >= 0, report
 
 
 @pytest.mark.e2e
@@ -290,6 +290,6 @@ def test_a_run_records_its_freshness_checks(small_run_dir):
     fresh = meta["code_fresh"]
     assert "embedbench.omni.targets.reference" in fresh["checked_modules"]
     assert "embedbench.runner" in fresh["parent"]["checked_modules"]
-    assert fresh["functions_compared"] > 0 and 0 <= fresh["seconds"] < 2.0
+    assert fresh["functions_compared"] > 0 and fresh["seconds"] >= 0
     assert all("code_fresh_s" in worker for worker in meta["workers"])
     assert set(RESULT_FILES) <= {p.name for p in small_run_dir.iterdir()}

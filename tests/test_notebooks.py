@@ -14,7 +14,7 @@ import pytest
 
 from embedbench.config import CompareConfig, ReportConfig, RunConfig
 from embedbench.omni.scenarios import CASES
-from embedbench.report.results import RESULT_FILES
+from embedbench.report.results import RESULT_FILES, WORK
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 # Every field of a notebook's config class is one of its parameters (one list, config.py).
@@ -148,7 +148,7 @@ def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_p
     assert PR_HEADER in text
     table = text[text.index(PR_HEADER) :].splitlines()[: 2 + len(CASES)]
     assert len(table) == 2 + len(CASES) and all(line.startswith("| ") for line in table)
-    assert sorted(p.name for p in out_dir.iterdir()) == sorted(RESULT_FILES)
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted([*RESULT_FILES, WORK])
     summary = json.loads((out_dir / "summary.json").read_text())
     assert {r["case"] for r in summary} == set(CASES) and all(r["blocks"] == 20 for r in summary)
     assert all(r["workers"] == 5 for r in summary)  # the default design: 5 worker processes

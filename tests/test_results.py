@@ -8,6 +8,7 @@ from embedbench.errors import OutputDirError
 from embedbench.report.results import (
     AA_RAW,
     RESULT_FILES,
+    WORK,
     ResultsWriter,
     check_output_dir,
     load_results,
@@ -16,10 +17,10 @@ from embedbench.report.results import (
 from embedbench.report.schema import SCHEMA_VERSION
 
 
-def test_writer_creates_all_four_files_and_updates_them(tmp_path):
+def test_writer_creates_all_five_files_and_updates_them(tmp_path):
     out = tmp_path / "run"
     writer = ResultsWriter(out, {"status": "running"})
-    assert sorted(p.name for p in out.iterdir()) == sorted(RESULT_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*RESULT_FILES, WORK])
     writer.add_records([{"case": "timer"}])
     writer.add_validation({"case": "audio", "tokens": 300, "ok": True})
     writer.add_summary({"case": "audio", "tokens": 300, "valid": True})
@@ -35,7 +36,7 @@ def test_writer_creates_all_four_files_and_updates_them(tmp_path):
 def test_aa_records_go_to_aa_raw_and_nothing_else_does(tmp_path):
     out = tmp_path / "run"
     writer = ResultsWriter(out, {"status": "running"}, aa_check=True)
-    assert sorted(p.name for p in out.iterdir()) == sorted([*RESULT_FILES, AA_RAW])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*RESULT_FILES, WORK, AA_RAW])
     timer = {"case": "timer", "scope": "overhead"}
     ab = {"case": "audio", "scope": "whole_wrapper", "variant": "fixed"}
     aa = {"case": "audio", "scope": "aa_check", "variant": "fixed"}
@@ -49,8 +50,8 @@ def test_aa_records_go_to_aa_raw_and_nothing_else_does(tmp_path):
 def test_a_run_without_the_aa_check_leaves_no_stale_aa_raw(tmp_path):
     ResultsWriter(tmp_path, {}, aa_check=True)
     ResultsWriter(tmp_path, {})  # a run without --aa, --overwrite into the same dir
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(RESULT_FILES)
-    for name in RESULT_FILES:
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*RESULT_FILES, WORK])
+    for name in (*RESULT_FILES, WORK):
         (tmp_path / name).unlink()
     write_json_atomic(tmp_path / AA_RAW, [])
     with pytest.raises(OutputDirError, match=r"aa-raw\.json"):  # counts as results too

@@ -19,9 +19,11 @@ import hashlib
 import random
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from embedbench.harness.ledger import CALLS_PER_LEDGER
 from embedbench.harness.robust import robust_sd
 
 __all__ = [
@@ -188,9 +190,13 @@ class CallLog:
         return call
 
     def block_orders(self, warmup: int, iterations: int) -> list[tuple[str, ...]] | None:
-        """The carrier order of each block, read off the log; None if the log is not a
-        warm-up of each carrier followed by homogeneous runs of ``iterations`` calls."""
-        timed = self.names[2 * warmup :]
+        """The carrier order of each block, read off the log; None if the log is not the
+        work ledger's untimed call and a warm-up of each carrier, followed by homogeneous
+        runs of ``iterations`` calls."""
+        untimed = Counter(self.names[: 2 * CALLS_PER_LEDGER])
+        if len(untimed) != 2 or set(untimed.values()) != {CALLS_PER_LEDGER}:
+            return None
+        timed = self.names[2 * (CALLS_PER_LEDGER + warmup) :]
         if not timed or len(timed) % (2 * iterations):
             return None
         chunks = [timed[i : i + iterations] for i in range(0, len(timed), iterations)]

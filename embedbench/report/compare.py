@@ -425,7 +425,8 @@ def median_worker_canary_us(metadata: dict[str, Any]) -> float | None:
 # Two runs whose canaries differ by more than this may differ by the host's speed alone.
 # A reduction is the host's at the speed it was measured: on the CI machine, over 39 runs,
 # the multimodal cases' reductions rose 0.4–1.0 pp for every 10 % the host ran slower,
-# a large share of their 1.2–2.6 pp between-run SD (docs/PERFORMANCE.md, "Interference").
+# a large share of their 1.2–2.6 pp between-run SD (docs/archive/PERFORMANCE-2026-11.md,
+# "Interference").
 HOST_SPEED_EXPLAINS = 0.10
 
 

@@ -1,7 +1,8 @@
 """A run as one GitHub pull-request comment: markdown, the key figures beside it, a zip.
 
 ``embedbench report DIR --pr-comment OUT.md`` writes ``OUT.md`` (GitHub-flavoured
-markdown: a headline sentence per family, the PR-format table, the interval-and-verdict
+markdown: a headline sentence per family (and one on the counted work per call), the
+PR-format table, the work-per-call table, the interval-and-verdict
 table, the host-stability line, what the run does not establish, a ``<details>`` block with
 the provenance and the command that reproduces the run, from where it was started), the
 key figures as PNG files beside it (``OUT-forest.png``,
@@ -39,7 +40,7 @@ from embedbench.config import (
 )
 from embedbench.errors import ConfigError
 from embedbench.harness import stats
-from embedbench.report import limits, static, tables
+from embedbench.report import limits, static, tables, work
 from embedbench.report.markdown import frame_markdown
 from embedbench.report.results import RunResult, write_text_atomic
 
@@ -274,12 +275,14 @@ def _details(result: RunResult) -> str:
 def comment_markdown(result: RunResult, figures: Sequence[tuple[str, str]] = ()) -> str:
     """The comment's markdown; ``figures`` are (relative path, alt text) of the images."""
     verdict, _, method = tables.verdict_tables(result)
-    lines = [
-        f"### {tables.headline(result)}",
-        "",
-        headline_sentence(result),
-        "",
-        tables.to_pr_markdown(tables.pr_table(result)),
+    lines = [f"### {tables.headline(result)}", "", headline_sentence(result)]
+    sentence = work.work_sentence(result)
+    lines += [sentence] if sentence else []
+    lines += ["", tables.to_pr_markdown(tables.pr_table(result))]
+    if sentence:
+        lines += ["", "**Work per call** (counted, not timed)", ""]
+        lines += [tables.to_pr_markdown(work.work_table(result))]
+    lines += [
         "",
         "**Interval and verdict**" + (f" (interval: {method})" if method else ""),
         "",

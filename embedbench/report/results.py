@@ -1,4 +1,4 @@
-"""The output directory: four JSON files (five with the A/A check), written atomically.
+"""The output directory: five JSON files (six with the A/A check), written atomically.
 
 - ``metadata.json``: one object (the run's provenance and parameters);
 - ``micro-raw.json``: a list of block records (``timing.BlockRecord``): the timer floor
@@ -7,7 +7,10 @@
   of ``micro-raw.json`` so that a reader of the original format that does not filter on
   ``scope`` never mixes them into the comparison;
 - ``validation.json``: a list of per case and length validation rows;
-- ``summary.json``: a list of per case and length summary rows.
+- ``summary.json``: a list of per case and length summary rows;
+- ``work.json``: a list of per case, length and variant ledgers of one call's counted
+  work (operators, bytes, syncs, kernels: ``harness.ledger``), from schema 6 on; an older
+  directory has none and reads with an empty ``work``.
 
 Every write goes to a temporary file in the same directory and is renamed over
 the target, so a reader (or an interrupted run) never sees a half-written file.
@@ -35,6 +38,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SUMMARY",
     "VALIDATION",
+    "WORK",
     "DirCheck",
     "ResultsWriter",
     "RunResult",
@@ -52,6 +56,8 @@ RAW = "micro-raw.json"
 VALIDATION = "validation.json"
 SUMMARY = "summary.json"
 AA_RAW = schema.AA_RAW
+WORK = schema.WORK
+# The four files the original script writes too; a run also writes WORK (and AA_RAW).
 RESULT_FILES = (METADATA, RAW, VALIDATION, SUMMARY)
 
 
@@ -96,7 +102,7 @@ def check_output_dir(directory: Path, *, overwrite: bool) -> None:
     """Refuse a directory that cannot take results, without touching anything."""
     if directory.exists() and not directory.is_dir():
         raise OutputDirError(f"output dir {directory} is a file; pass a directory path")
-    existing = [name for name in (*RESULT_FILES, AA_RAW) if (directory / name).exists()]
+    existing = [name for name in (*RESULT_FILES, WORK, AA_RAW) if (directory / name).exists()]
     if existing and not overwrite:
         raise OutputDirError(
             f"output dir {directory} already holds results ({existing[0]}); "
@@ -137,6 +143,7 @@ class ResultsWriter:
         self.aa_records: list[dict[str, Any]] = []
         self.validation: list[dict[str, Any]] = []
         self.summary: list[dict[str, Any]] = []
+        self.work: list[dict[str, Any]] = []
         if directory is None:
             return
         try:
@@ -160,6 +167,7 @@ class ResultsWriter:
             RAW: self.records,
             VALIDATION: self.validation,
             SUMMARY: self.summary,
+            WORK: self.work,
         }
         return {**files, AA_RAW: self.aa_records} if aa_check else files
 
@@ -200,11 +208,22 @@ class ResultsWriter:
         self.summary.append(row)
         self._write(SUMMARY, self.summary)
 
+    def set_work(self, case: str, tokens: int, rows: list[dict[str, Any]]) -> None:
+        """Put the ledger rows of one case and length in work.json: in place of its
+        earlier rows (another worker's arrived), else after the others."""
+        key = (case, tokens)
+        at = next((i for i, r in enumerate(self.work) if (r["case"], r["tokens"]) == key), None)
+        others = [r for r in self.work if (r["case"], r["tokens"]) != key]
+        at = len(others) if at is None else at
+        self.work = [*others[:at], *rows, *others[at:]]
+        self._write(WORK, self.work)
+
 
 @dataclass
 class RunResult:
     """A run's output directory, in memory (``records``: micro-raw.json's; ``aa_records``:
-    the A/A check's, from aa-raw.json; ``directory`` None for a simulated run)."""
+    the A/A check's, from aa-raw.json; ``work``: work.json's ledger rows, empty for a
+    run made before it; ``directory`` None for a simulated run)."""
 
     directory: Path | None
     metadata: dict[str, Any]
@@ -212,6 +231,7 @@ class RunResult:
     validation: list[dict[str, Any]]
     summary: list[dict[str, Any]]
     aa_records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    work: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
     def status(self) -> str:
@@ -252,7 +272,7 @@ def _read_files(path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
     """
     if not path.is_dir():
         raise OutputDirError(f"results dir {path} does not exist; pass a run's --output-dir")
-    present = [name for name in (*RESULT_FILES, AA_RAW) if (path / name).exists()]
+    present = [name for name in (*RESULT_FILES, AA_RAW, WORK) if (path / name).exists()]
     data = {METADATA: _read_json(path / METADATA)} if METADATA in present else {}
     missing = tuple(name for name in RESULT_FILES if name not in present)
     original = schema.detect_format(data.get(METADATA)) == schema.ORIGINAL_FORMAT
@@ -328,11 +348,22 @@ def load_results(directory: str | Path) -> RunResult:
         )
         return RunResult(path, metadata, records, validation, summary, aa_records)
     files = ResultFiles(
-        data[METADATA], data[RAW], data[VALIDATION], data[SUMMARY], data.get(AA_RAW, [])
+        data[METADATA],
+        data[RAW],
+        data[VALIDATION],
+        data[SUMMARY],
+        data.get(AA_RAW, []),
+        data.get(WORK, []),
     )
     files = upgrade(files, version)
     return RunResult(
-        path, files.metadata, files.records, files.validation, files.summary, files.aa_records
+        path,
+        files.metadata,
+        files.records,
+        files.validation,
+        files.summary,
+        files.aa_records,
+        files.work,
     )
 
 

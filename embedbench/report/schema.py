@@ -4,7 +4,8 @@ Two formats are accepted: embedbench's own (``metadata.json`` has
 ``schema_version``) and the original PR script's (the same four files with only
 the fields that script writes). The schemas require what the report needs and allow
 extra fields, so a newer writer stays readable. ``aa-raw.json`` (the A/A check's
-records, embedbench only) is optional and holds ``aa_check`` records alone.
+records, embedbench only) is optional and holds ``aa_check`` records alone; so is
+``work.json`` (each form's per-call ledger, from version 6 on).
 
 jsonschema is imported only to check: the measuring path runs without it (a bare GPU
 image lacks it). There a run records that its files went unchecked
@@ -36,6 +37,7 @@ __all__ = [
     "SCHEMAS",
     "SCHEMA_VERSION",
     "SKIPPED_LINE",
+    "WORK",
     "available",
     "check_line",
     "detect_format",
@@ -62,13 +64,17 @@ __all__ = [
 # record's ``other_cores_busy`` (the other cores' busy time over the block half, in cores)
 # and ``host_stability.neighbour`` (the canary's contrast between busy and idle halves),
 # and ``host_stability.neighbour_calls`` (the same over each half's median timed call).
-SCHEMA_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+# 6: every run writes work.json, one ledger per case, length and variant of what one call
+# does, counted exactly (operators, bytes, syncs, kernels; docs/format.md, "work.json");
+# an older directory reads with none (``upgrades``).
+SCHEMA_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 # What ``refs`` and ``versions`` hold beside the original script's top-level fields.
 OWN_REFS = ("baseline_sha", "candidate_ref", "candidate_sha")
 PR_VERSION_KEYS = ("torch", "vllm", "transformers")
 ORIGINAL_FORMAT = "original"
 AA_RAW = "aa-raw.json"
+WORK = "work.json"
 
 _NUMBER = {"type": "number"}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
@@ -160,6 +166,34 @@ _SUMMARY_ROW = {
     },
 }
 
+_COUNT = {"type": "integer", "minimum": 0}
+_WORK_ROW = {
+    "type": "object",
+    "required": [
+        "case",
+        "tokens",
+        "variant",
+        "ops",
+        "bytes_read",
+        "bytes_written",
+        "bytes_allocated",
+        "syncs",
+        "kernels",
+    ],
+    "properties": {
+        "case": {"type": "string"},
+        "tokens": {"type": "integer", "minimum": 0},
+        "variant": {"type": "string"},
+        "ops": {"type": "object", "additionalProperties": _COUNT},
+        "bytes_read": _COUNT,
+        "bytes_written": _COUNT,
+        "bytes_allocated": _COUNT,
+        "syncs": _COUNT,
+        "kernels": {"type": ["integer", "null"], "minimum": 0},
+        "workers_agree": {"type": "boolean"},
+    },
+}
+
 _METADATA_COMMON = {
     "warmup": {"type": "integer", "minimum": 0},
     "blocks": {"type": "integer", "minimum": 1},
@@ -220,6 +254,7 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},
         AA_RAW: {"type": "array", "items": _AA_RECORD},
+        WORK: {"type": "array", "items": _WORK_ROW},
         "validation.json": {
             "type": "array",
             "items": {**_VALIDATION_ROW, "required": ["case", "tokens", "calls", "ok"]},
@@ -240,6 +275,7 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},
         AA_RAW: {"type": "array", "items": _AA_RECORD},
+        WORK: {"type": "array", "items": _WORK_ROW},
         "validation.json": {"type": "array", "items": _VALIDATION_ROW},
         "summary.json": {"type": "array", "items": _SUMMARY_ROW},
     },

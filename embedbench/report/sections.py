@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from embedbench.report import compare, limits, static, tables, views
+from embedbench.report import compare, limits, static, tables, views, work
 from embedbench.report.results import RunResult
 
 __all__ = [
@@ -45,6 +45,8 @@ __all__ = [
     "show",
     "status",
     "timer_floor_and_validation",
+    "work_comparison",
+    "work_per_call",
 ]
 
 
@@ -141,6 +143,16 @@ def pr_format(result: RunResult) -> list[Item]:
     return [Table(pr), Preformatted(tables.to_pr_markdown(pr))]
 
 
+def work_per_call(result: RunResult) -> list[Item]:
+    """Each form's counted work per call (``work.work_table``), the headline's sentence
+    and the table as markdown to paste; one line for a run without a ledger."""
+    sentence = work.work_sentence(result)
+    if sentence is None:
+        return [Note("This run recorded no per-call ledger (work.json, from schema 6 on).")]
+    table = work.work_table(result)
+    return [Table(table), Note(sentence), Preformatted(tables.to_pr_markdown(table))]
+
+
 def interval_and_verdict(result: RunResult) -> list[Item]:
     """The statistics (``tables.verdict_tables``: the verdict's table, the interval's
     method once when every row shares it, the pooled view) and the forest plot."""
@@ -218,6 +230,19 @@ REPORT_SECTIONS: tuple[Section, ...] = (
         Hodges–Lehmann estimate, which can differ from it.
         """),
         pr_format,
+    ),
+    Section(
+        "Work per call",
+        _text("""
+        What each form does in one call, counted exactly from one more call of each, outside
+        any timed window: the embedding lookups, every aten operator, the bytes its
+        operators write and allocate (from their tensors' sizes) and the host–device syncs
+        (none on a CPU), with the kernels on a GPU. Counts do not move with the host, so the
+        delta (after less before, in bytes where it is bytes) is exact, and `embedbench gate
+        --on work` gates on it. The operators, bytes read and each worker's agreement are in
+        `work.json`.
+        """),
+        work_per_call,
     ),
     Section(
         "Interval and verdict",
@@ -304,6 +329,28 @@ def comparison(
     else:
         items.append(Table(differences))
     return items
+
+
+def work_comparison(runs: Mapping[str, RunResult]) -> list[Item]:
+    """The compare notebook's ledgers: each run's against the first run of the same code
+    (``work.ledger_differences``), with one line saying whether any differs."""
+    table = work.ledger_differences(runs)
+    if table.empty:
+        return [
+            Note(
+                "No two runs with a per-call ledger share their code, torch, configuration "
+                "and family: no ledger compared."
+            )
+        ]
+    differ = table[table["Ledger"] != "same"]
+    if differ.empty:
+        line = f"Runs of the same code counted the same work: {len(table)} ledgers, all equal."
+    else:
+        line = (
+            f"{len(differ)} of {len(table)} ledgers DIFFER between runs of the same code and "
+            "torch: the inputs, the code path or the counter changed between them."
+        )
+    return [Note(line), Table(table)]
 
 
 def show(items: Iterable[Item]) -> None:

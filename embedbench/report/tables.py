@@ -53,7 +53,6 @@ __all__ = [
     "banner_html",
     "blocks_frame",
     "busy_label",
-    "calls_frame",
     "checkpoint_kind",
     "checkpoint_name",
     "config_table",
@@ -403,25 +402,6 @@ def blocks_frame(result: RunResult) -> pd.DataFrame:
                 "canary_us_end": record.get("canary_us_end"),
             }
         )
-    return pd.DataFrame(rows)
-
-
-def calls_frame(result: RunResult, case: str, tokens: int | None = None) -> pd.DataFrame:
-    """Every timed call of one case (first length when ``tokens`` is None)."""
-    records = [r for r in _micro_records(result) if r["case"] == case]
-    if tokens is None and records:
-        tokens = min(r["tokens"] for r in records)
-    rows = [
-        {
-            "variant": r["variant"],
-            "block": r["block"],
-            "call": i,
-            **dict(zip(METRIC_ORDER, s, strict=True)),
-        }
-        for r in records
-        if r["tokens"] == tokens
-        for i, s in enumerate(r["samples_us"])
-    ]
     return pd.DataFrame(rows)
 
 

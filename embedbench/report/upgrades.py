@@ -25,13 +25,15 @@ __all__ = ["STEPS", "ResultFiles", "check_version", "split_aa_records", "upgrade
 
 @dataclass(frozen=True)
 class ResultFiles:
-    """The contents of one results directory (``aa_records``: aa-raw.json's)."""
+    """The contents of one results directory (``aa_records``: aa-raw.json's; ``work``:
+    work.json's)."""
 
     metadata: dict[str, Any]
     records: list[dict[str, Any]] = field(repr=False)
     validation: list[dict[str, Any]]
     summary: list[dict[str, Any]]
     aa_records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    work: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
 
 def split_aa_records(
@@ -67,7 +69,18 @@ def _to_5(files: ResultFiles) -> ResultFiles:
     )
 
 
-STEPS: dict[int, Callable[[ResultFiles], ResultFiles]] = {2: _to_2, 3: _to_3, 4: _to_4, 5: _to_5}
+def _to_6(files: ResultFiles) -> ResultFiles:
+    # work.json is new: a run made before it counted nothing, and reads with no ledger.
+    return dataclasses.replace(files, work=[])
+
+
+STEPS: dict[int, Callable[[ResultFiles], ResultFiles]] = {
+    2: _to_2,
+    3: _to_3,
+    4: _to_4,
+    5: _to_5,
+    6: _to_6,
+}
 
 
 def check_version(version: Any, where: str) -> int:
