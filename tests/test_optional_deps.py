@@ -91,7 +91,8 @@ def test_run_probe_report_without_them_and_validate_refuses(
 def test_a_run_with_jsonschema_records_that_its_files_passed(small_run_dir: Path) -> None:
     meta = json.loads((small_run_dir / "metadata.json").read_text())
     assert meta["schema_check"].startswith(
-        "passed: metadata.json, micro-raw.json, validation.json, summary.json match their schema"
+        "passed: metadata.json, micro-raw.json, validation.json, summary.json, work.json "
+        "match their schema"
     )
 
 
