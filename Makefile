@@ -68,7 +68,7 @@ compare: setup
 test: setup lint
 	$(PY) -m pytest -q
 
-# The fast tier: ruff and the unit tests (no run of the harness; well under a minute).
+# The fast tier: ruff and the unit tests (no run of the harness; about 80 s).
 test-unit: setup lint
 	$(PY) -m pytest -q -m unit
 
