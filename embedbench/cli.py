@@ -275,13 +275,9 @@ def _note_unchecked() -> None:
 
 def print_report(result: RunResult) -> None:
     """The PR table, then the statistics table, on stdout."""
-    from embedbench.report.tables import (
-        busy_label,
-        pr_table,
-        statistics_table,
-        status_lines,
-        to_pr_markdown,
-    )
+    from embedbench.report.banner import status_lines
+    from embedbench.report.hostprose import busy_label
+    from embedbench.report.tables import pr_table, statistics_table, to_pr_markdown
 
     print(to_pr_markdown(pr_table(result)))
     for line in status_lines(result):

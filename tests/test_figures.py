@@ -325,10 +325,10 @@ def test_the_forest_labels_and_colours_each_row_by_its_verdict():
     ax, right = fig.axes
     rows = list(reversed(result.summary))  # drawn bottom-up
     assert [t.get_text() for t in right.get_yticklabels()] == [
-        tables.reduction_label(r) for r in rows
+        figuredata.reduction_label(r) for r in rows
     ]
     assert all(
-        re.fullmatch(r"\d+\.\d % \[\d+\.\d, \d+\.\d\] faster", tables.reduction_label(r))
+        re.fullmatch(r"\d+\.\d % \[\d+\.\d, \d+\.\d\] faster", figuredata.reduction_label(r))
         for r in rows
     )
     colors = [t.get_color() for t in right.get_yticklabels()]
@@ -372,9 +372,11 @@ def test_reduction_label_shows_a_level_below_95_percent():
         "ci_level": 0.9375,
         "verdict": "no detectable difference",
     }
-    assert tables.reduction_label(row) == "43.2 % [38.1, 46.5] (93.75%) no detectable difference"
+    assert (
+        figuredata.reduction_label(row) == "43.2 % [38.1, 46.5] (93.75%) no detectable difference"
+    )
     row["ci_level"] = 0.95
-    assert tables.reduction_label({**row, "verdict": "faster"}) == "43.2 % [38.1, 46.5] faster"
+    assert figuredata.reduction_label({**row, "verdict": "faster"}) == "43.2 % [38.1, 46.5] faster"
 
 
 # --- every call -------------------------------------------------------------------------

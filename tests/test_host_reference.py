@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from embedbench.harness import hostref, stability
-from embedbench.report import tables
+from embedbench.report import hostprose
 from embedbench.report.results import RunResult
 
 NOW = 1_800_000_000.0
@@ -197,10 +197,10 @@ def _always_busy_result(reference: stability.HostReference) -> RunResult:
 
 def test_the_note_for_cores_busy_all_run_reads_the_reference_where_there_is_one():
     kept = stability.reference_from(_history([20.0, 20.2, 19.8]), NOW)
-    note = tables.host_note(_always_busy_result(kept))
+    note = hostprose.host_note(_always_busy_result(kept))
     assert "busy the whole run" in note and "quiet reference (3 stable runs)" in note
     assert "within the limit" in note
-    none = tables.host_note(_always_busy_result(stability.reference_from([], NOW)))
+    none = hostprose.host_note(_always_busy_result(stability.reference_from([], NOW)))
     assert "cannot tell their effect" in none and "no quiet reference yet (0 of the 3" in none
 
 

@@ -14,6 +14,7 @@ from embedbench import measure as measure_module
 from embedbench.cli import main
 from embedbench.omni.targets.reference import build_reference_target
 from embedbench.report import tables
+from embedbench.report.banner import banner_html
 from embedbench.report.results import RESULT_FILES
 
 
@@ -75,7 +76,7 @@ def test_signal_mid_run_leaves_valid_files_marked_interrupted(small_checkpoint, 
     table = tables.pr_table(result)
     assert len(table) == 6
     assert "not measured" in set(table["Host latency reduction"])
-    assert "interrupted" in tables.banner_html(result)
+    assert "interrupted" in banner_html(result)
     rendered = subprocess.run(
         [sys.executable, "-m", "embedbench", "report", str(out)],
         capture_output=True,

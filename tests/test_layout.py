@@ -131,7 +131,7 @@ def test_the_tree_has_the_three_stages_and_a_thin_top():
     assert {"timing", "isolation", "stats", "blocks", "diagnostics"} <= layers["harness"]
     omni = {"checkpoint", "synthetic", "scenarios", "targets", "validation", "gitsource"}
     assert omni <= layers["omni"]
-    report = {"results", "schema", "compat", "summary", "tables", "gate"}
+    report = {"results", "schema", "compat", "summary", "tables", "hostprose", "banner", "gate"}
     assert report | {"figuredata", "static", "interactive", "views"} <= layers["report"]
     # The top level holds the shared vocabulary, the run orchestration (runner, runhost,
     # spawn, measure, worker), the simulated host and the front end.

@@ -190,13 +190,13 @@ def _stable_result(records: list[dict]):
 
 
 def test_the_note_for_busy_other_cores_says_what_the_canary_saw_while_they_were():
-    from embedbench.report import tables
+    from embedbench.report import hostprose
 
     rng = np.random.default_rng(25)
-    toggled = tables.host_note(_stable_result(_run(rng, effect=0.0)))
+    toggled = hostprose.host_note(_stable_result(_run(rng, effect=0.0)))
     assert "while they were busy against while they idled" in toggled
     assert "within the limit" in toggled
-    always = tables.host_note(_stable_result(_run(rng, effect=0.0, toggled=False)))
+    always = hostprose.host_note(_stable_result(_run(rng, effect=0.0, toggled=False)))
     assert "busy the whole run" in always and "cannot tell their effect" in always
 
 

@@ -11,6 +11,7 @@ from embedbench import ConfigError, load_results
 from embedbench.config import RunConfig
 from embedbench.omni.scenarios import CASE_LABELS, CASES
 from embedbench.report import compare, figuredata, interactive, static, tables
+from embedbench.report.banner import banner_html
 from embedbench.report.html import render_html, write_html
 
 
@@ -46,12 +47,12 @@ def test_statistics_and_detail_tables(result):
     stats_table = tables.statistics_table(result)
     assert list(stats_table["Blocks"]) == [6] * len(CASES)
     assert set(stats_table["Verdict"]) <= {"faster", "slower", "no detectable difference"}
-    blocks = tables.blocks_frame(result)
+    blocks = figuredata.blocks_frame(result)
     assert len(blocks) == len(CASES) * 6 * 2
     assert set(blocks["variant"]) == {"baseline", "fixed"}
     calls = figuredata.case_calls(figuredata.call_table(result), "interleaved")
     assert len(calls) == 6 * 3 * 2
-    assert tables.detail_case(result) == "interleaved"
+    assert figuredata.detail_case(result) == "interleaved"
     floor = tables.timer_floor_table(result)
     assert list(floor["metric"]) == [
         "host_observed_us",
@@ -70,14 +71,14 @@ def test_validation_table_and_banner(result):
     quiet.metadata["busy_core"] = None  # the fixture may run on a busy machine
     quiet.metadata["busy_io"] = None  # or one still writing back
     quiet.metadata.pop("host_stability")  # or one whose canary is noisy
-    assert "All validations passed" in tables.banner_html(quiet)
+    assert "All validations passed" in banner_html(quiet)
     broken = copy.deepcopy(result)
     broken.validation[1] = {**broken.validation[1], "ok": False, "mismatch": {"lookups": 3}}
-    banner = tables.banner_html(broken)
+    banner = banner_html(broken)
     assert "validation failed" in banner and "#d1242f" in banner and "Audio" in banner
     interrupted = copy.deepcopy(result)
     interrupted.metadata["status"] = "interrupted"
-    assert "interrupted" in tables.banner_html(interrupted)
+    assert "interrupted" in banner_html(interrupted)
 
 
 def test_provenance_and_config_tables(result):

@@ -20,6 +20,7 @@ from embedbench import load_results
 from embedbench.errors import OutputDirError
 from embedbench.omni.scenarios import CASES
 from embedbench.report import schema, tables, upgrades
+from embedbench.report.banner import banner_html
 from embedbench.report.results import RESULT_FILES, inspect_results_dir
 from embedbench.report.schema import SCHEMA_VERSION
 
@@ -208,7 +209,7 @@ def test_a_crashed_original_run_is_read_as_partial(small_run_dir, tmp_path):
     assert len(result.validation) == 4 and all(v["ok"] for v in result.validation)
     table = tables.pr_table(result)
     assert list(table["Host latency reduction"]).count("not measured") == 3
-    assert "partial run of the original script" in tables.banner_html(result)
+    assert "partial run of the original script" in banner_html(result)
 
 
 def test_a_crashed_original_run_through_the_cli(small_run_dir, tmp_path):

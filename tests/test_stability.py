@@ -25,7 +25,8 @@ from embedbench.harness.canary import (
     source_bytes,
 )
 from embedbench.measure import HostWatch
-from embedbench.report import compare, gate, tables
+from embedbench.report import compare, gate, hostprose
+from embedbench.report.banner import banner_html
 from embedbench.report.results import RunResult
 
 
@@ -157,8 +158,8 @@ def test_a_run_whose_workers_kept_waiting_for_a_quiet_host_is_noisy():
 def test_a_run_without_canary_reads_says_it_was_not_observed():
     reading = stability.assess_host([{"worker": 0, "canary_us_start": None}])
     assert reading.canary_reads == 0 and reading.workers == []
-    assert tables.host_verdict({"host_stability": reading.to_json()}) == tables.NOT_OBSERVED
-    assert tables.host_verdict({}) == tables.NOT_OBSERVED
+    assert hostprose.host_verdict({"host_stability": reading.to_json()}) == hostprose.NOT_OBSERVED
+    assert hostprose.host_verdict({}) == hostprose.NOT_OBSERVED
 
 
 def test_the_busiest_reading_of_each_other_core_is_kept():
@@ -356,13 +357,16 @@ def test_a_noisy_run_is_labelled_with_its_reasons_and_likely_cause():
     reads = {0: _bimodal(40), 1: _quiet(40)}
     reading = stability.assess_host(_records(reads), other_cores_busy={"1": 1.0}).to_json()
     result = _result(reading)
-    label = tables.host_label(result)
+    label = hostprose.host_label(result)
     assert label.startswith("noisy host: worker 0's canary reads disagree")
     assert "cpu 1 100 %" in label and "rerun on a quiet host" in label
-    assert label in tables.busy_label(result)
-    assert html.escape(label) in tables.banner_html(result)
+    assert label in hostprose.busy_label(result)
+    assert html.escape(label) in banner_html(result)
     stable = stability.assess_host(_records({0: _quiet(40)})).to_json()
-    assert tables.host_label(_result(stable)) is None and tables.busy_label(_result(stable)) is None
+    assert (
+        hostprose.host_label(_result(stable)) is None
+        and hostprose.busy_label(_result(stable)) is None
+    )
 
 
 def test_a_stable_run_with_busy_other_cores_gets_a_note_not_a_label():
@@ -370,19 +374,19 @@ def test_a_stable_run_with_busy_other_cores_gets_a_note_not_a_label():
 
     busy = stability.assess_host(_records({0: _quiet(40)}), other_cores_busy={"0": 1.0})
     result = _result(busy.to_json())
-    assert busy.verdict == stability.STABLE and tables.host_label(result) is None
-    note = tables.host_note(result)
+    assert busy.verdict == stability.STABLE and hostprose.host_label(result) is None
+    note = hostprose.host_note(result)
     assert note.startswith("stable host by the canary, though other cores were busy (cpu 0")
-    banner = tables.banner_html(result)
+    banner = banner_html(result)
     assert "All validations passed" in banner and html.escape(note) in banner
     assert "Read with care" not in banner
     assert f"Note: {note}." in prcomment.host_line(result)
     idle = stability.assess_host(_records({0: _quiet(40)}), other_cores_busy={"0": 0.1})
-    assert tables.host_note(_result(idle.to_json())) is None
+    assert hostprose.host_note(_result(idle.to_json())) is None
     noisy = stability.assess_host(
         _records({0: _bimodal(40), 1: _quiet(40)}), other_cores_busy={"0": 1.0}
     )
-    assert tables.host_note(_result(noisy.to_json())) is None  # labelled instead
+    assert hostprose.host_note(_result(noisy.to_json())) is None  # labelled instead
 
 
 def test_the_gate_warns_about_a_noisy_host_and_shows_it_in_a_column():
@@ -390,8 +394,8 @@ def test_the_gate_warns_about_a_noisy_host_and_shows_it_in_a_column():
     outcome = gate.GateOutcome(
         max_slowdown_pct=0.0,
         rows=(gate.GateRow("text", "Text", 1172, 1.0, (-1.0, 3.0), True, "includes 0"),),
-        host=tables.host_verdict({"host_stability": noisy}),
-        host_note=tables.host_label(_result(noisy)),
+        host=hostprose.host_verdict({"host_stability": noisy}),
+        host_note=hostprose.host_label(_result(noisy)),
     )
     lines = gate.gate_lines(outcome)
     assert lines[0].startswith("gate: pass") and lines[1].startswith("gate: warning: noisy host")

@@ -22,6 +22,7 @@ from embedbench.config import parse_list
 from embedbench.errors import ConfigError
 from embedbench.harness import stats, windows
 from embedbench.omni import families
+from embedbench.report.hostprose import host_verdict
 from embedbench.report.results import RunResult, load_results
 from embedbench.report.tables import (
     _fmt_us,
@@ -31,7 +32,6 @@ from embedbench.report.tables import (
     checkpoint_kind,
     family_label,
     family_of,
-    host_verdict,
     input_label,
     ordered_rows,
     pr_statistic,

@@ -9,7 +9,10 @@ one (``interactive``, Vega-Lite) only map these columns to marks and may pick ro
 menu's case, a drawn flag), never compute a value, so the PNG and the chart cannot
 disagree (``tests/test_interactive.py`` checks it, mark by mark); nothing here imports
 matplotlib or knows about JavaScript (docs/interactive.md). The statistics a figure adds
-(a Theil–Sen trend, a KDE, box statistics) come from ``figurestats``.
+(a Theil–Sen trend, a KDE, box statistics) come from ``figurestats``. The tables start
+from the run's block medians (``blocks_frame``) or its calls (``call_table``); beside them
+are the case the per-call view shows (``detail_case``) and a row's reading in words
+(``reduction_label``).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embedbench.cases import CASE_LABELS, VARIANTS
+from embedbench.cases import CASE_LABELS, CASES, VARIANTS
 from embedbench.harness import stats
-from embedbench.harness.timing import METRIC_ORDER
+from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE
 from embedbench.report import compare, figurestats, tables
 from embedbench.report.results import RunResult
 
@@ -33,6 +36,7 @@ __all__ = [
     "CALL_AXIS_COLUMNS",
     "CALL_COLUMNS",
     "COMPARE_COLUMNS",
+    "DETAIL_REASON",
     "DIFFERENCE",
     "EDGE_COLUMNS",
     "FOREST_COLUMNS",
@@ -60,6 +64,7 @@ __all__ = [
     "block_boxes",
     "block_halves",
     "block_whiskers",
+    "blocks_frame",
     "call_axes",
     "call_medians",
     "call_range",
@@ -69,6 +74,7 @@ __all__ = [
     "case_keys",
     "case_paired",
     "compare_table",
+    "detail_case",
     "diagnostics",
     "edge_table",
     "forest_table",
@@ -77,6 +83,7 @@ __all__ = [
     "outlier_worker_reasons",
     "paired_findings",
     "paired_table",
+    "reduction_label",
     "trace_table",
     "worker_medians",
     "worker_spans",
@@ -123,6 +130,42 @@ def case_keys(frame: pd.DataFrame) -> list[tuple[str, int]]:
     """The (case, tokens) pairs of ``frame``, in table order."""
     keys = {(c, int(t)) for c, t in zip(frame["case"], frame["tokens"], strict=True)}
     return sorted(keys, key=lambda k: tables.table_order(*k))
+
+
+def _micro_records(result: RunResult) -> list[dict[str, Any]]:
+    return [r for r in result.records if r.get("scope") == MICRO_SCOPE]
+
+
+def blocks_frame(result: RunResult) -> pd.DataFrame:
+    """One row per (case, tokens, variant, block): block medians of each metric, MHz, times."""
+    rows = []
+    for record in _micro_records(result):
+        samples = np.asarray(record["samples_us"], dtype=float)
+        medians = np.median(samples, axis=0) if samples.size else [np.nan] * len(METRIC_ORDER)
+        rows.append(
+            {
+                "case": record["case"],
+                "label": CASE_LABELS.get(record["case"], record["case"]),
+                "tokens": record["tokens"],
+                "variant": record["variant"],
+                "block": record["block"],
+                "position": record.get("position"),
+                "worker": record.get("worker"),
+                **{
+                    f"median_{name}": float(v)
+                    for name, v in zip(METRIC_ORDER, medians, strict=True)
+                },
+                "wall_start": record["wall_start"],
+                "wall_end": record["wall_end"],
+                "cpu_mhz_start": record.get("cpu_mhz_start"),
+                "cpu_mhz_end": record.get("cpu_mhz_end"),
+                "gpu_mhz_start": record.get("gpu_mhz_start"),
+                "gpu_mhz_end": record.get("gpu_mhz_end"),
+                "canary_us_start": record.get("canary_us_start"),
+                "canary_us_end": record.get("canary_us_end"),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def _edge_mean(pair: pd.DataFrame, prefix: str) -> float | None:
@@ -260,7 +303,7 @@ def paired_table(result: RunResult) -> pd.DataFrame:
     drawn through the blocks (``_add_lines``). ``order`` is the block's index in its
     case's time order (the x of the paired view); ``wall_s`` its start since the run's
     first block."""
-    frame = tables.blocks_frame(result)
+    frame = blocks_frame(result)
     if frame.empty:
         return pd.DataFrame(columns=list(PAIRED_COLUMNS))
     t0 = float(frame["wall_start"].min())
@@ -443,7 +486,7 @@ def edge_table(result: RunResult) -> pd.DataFrame:
     run's first block) and what was read there (CPU MHz, GPU MHz, canary µs; None where
     the run recorded none), with the half's case, block, worker and variant, and whether
     the diagnostics flag its block for a frequency excursion."""
-    frame = tables.blocks_frame(result)
+    frame = blocks_frame(result)
     if frame.empty:
         return pd.DataFrame(columns=list(EDGE_COLUMNS))
     t0 = float(frame["wall_start"].min())
@@ -513,7 +556,7 @@ def trace_table(edges: pd.DataFrame, paired: pd.DataFrame, column: str) -> pd.Da
 def worker_medians(result: RunResult) -> pd.DataFrame:
     """Each worker's median canary and the wall-time span of its blocks (s since the run's
     first block), from the host-stability reading (empty when the run has none)."""
-    frame = tables.blocks_frame(result)
+    frame = blocks_frame(result)
     reading = result.metadata.get("host_stability") or {}
     rows = []
     if not frame.empty:
@@ -548,7 +591,7 @@ def call_table(result: RunResult) -> pd.DataFrame:
     """Every timed call of every case and length: its host latency (µs), variant, block,
     worker, index in its block, and its x in the per-call view (``_call_x``)."""
     rows = []
-    for record in tables._micro_records(result):
+    for record in _micro_records(result):
         worker = _none_if_nan(record.get("worker"))
         block = int(record["block"])
         for call, sample in enumerate(record["samples_us"]):
@@ -574,6 +617,19 @@ def case_calls(calls: pd.DataFrame, case: str, tokens: int | None = None) -> pd.
     if tokens is None and len(sub):
         tokens = int(sub["tokens"].min())
     return sub[sub["tokens"] == tokens].reset_index(drop=True)
+
+
+DETAIL_REASON = "the most complex case measured"
+
+
+def detail_case(result: RunResult) -> str | None:
+    """The case shown call by call: the most complex measured one (interleaved first;
+    ``DETAIL_REASON`` says so in the figure's title)."""
+    measured = {r["case"] for r in result.summary if r.get("valid")}
+    for case in reversed(CASES):
+        if case in measured:
+            return case
+    return None
 
 
 def call_range(calls: pd.DataFrame) -> tuple[float, float]:
@@ -748,6 +804,20 @@ def _several(rows: list[dict[str, Any]]) -> bool:
     return len({int(r["tokens"]) for r in rows}) > 1
 
 
+def reduction_label(row: dict[str, Any]) -> str:
+    """A row's figure in words: ``43.2 % [38.1, 46.5] faster`` (the verdict's interval,
+    with its level when below 95 %)."""
+    reduction, ci = row.get("reduction_pct"), row.get("reduction_ci95_pct")
+    if reduction is None:
+        return str(row.get("verdict", "invalid"))
+    text = f"{reduction:.1f} %"
+    if ci:
+        level = float(row.get("ci_level", stats.CONFIDENCE))
+        below = stats.labelled_level(level) < stats.CONFIDENCE
+        text += f" [{ci[0]:.1f}, {ci[1]:.1f}]" + (f" ({tables.level_text(level)})" if below else "")
+    return f"{text} {row.get('verdict', '')}".rstrip()
+
+
 def forest_table(result: RunResult) -> pd.DataFrame:
     """One row per valid case with an interval, in table order: its row label
     (``input``), the headline reduction, the verdict's interval, the verdict, its label,
@@ -768,7 +838,7 @@ def forest_table(result: RunResult) -> pd.DataFrame:
                 "low": float(low),
                 "high": float(high),
                 "verdict": row.get("verdict"),
-                "reading": tables.reduction_label(row),
+                "reading": reduction_label(row),
                 "method": tables.interval_method(row),
                 "aa_low": aa[0],
                 "aa_high": aa[1],

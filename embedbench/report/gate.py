@@ -22,16 +22,9 @@ import pandas as pd
 from embedbench.config import parse_max_slowdown
 from embedbench.errors import one_line
 from embedbench.harness.stats import INVALID, labelled_level
+from embedbench.report.hostprose import NOT_OBSERVED, host_label, host_verdict
 from embedbench.report.results import RunResult
-from embedbench.report.tables import (
-    NOT_MEASURED,
-    NOT_OBSERVED,
-    host_label,
-    host_verdict,
-    input_label,
-    level_text,
-    ordered_rows,
-)
+from embedbench.report.tables import NOT_MEASURED, input_label, level_text, ordered_rows
 
 __all__ = [
     "PREFIX",

@@ -40,7 +40,7 @@ from embedbench.config import (
 )
 from embedbench.errors import ConfigError
 from embedbench.harness import stats
-from embedbench.report import limits, static, tables, work
+from embedbench.report import banner, hostprose, limits, static, tables, work
 from embedbench.report.markdown import frame_markdown
 from embedbench.report.results import RunResult, write_text_atomic
 
@@ -136,16 +136,16 @@ def headline_sentence(result: RunResult) -> str:
 
 def host_line(result: RunResult) -> str:
     """The host-stability line: the canary's verdict and, when noisy, why."""
-    verdict = tables.host_verdict(result.metadata)
-    noisy = tables.host_label(result)
+    verdict = hostprose.host_verdict(result.metadata)
+    noisy = hostprose.host_label(result)
     if noisy:
         return f"Host stability: {noisy}."
-    if verdict == tables.NOT_OBSERVED:
+    if verdict == hostprose.NOT_OBSERVED:
         return "Host stability: not observed (the run recorded no canary)."
     reading = result.metadata.get("host_stability") or {}
     between = reading.get("between_workers")
     spread = "" if between is None else f"; workers' canaries within {100 * between:.1f} %"
-    note = tables.host_note(result)
+    note = hostprose.host_note(result)
     aside = f" Note: {note}." if note else ""
     return (
         f"Host stability: {verdict} (canary, {reading.get('canary_reads')} reads{spread})." + aside
@@ -290,7 +290,7 @@ def comment_markdown(result: RunResult, figures: Sequence[tuple[str, str]] = ())
         "",
         host_line(result),
     ]
-    for status in tables.status_lines(result):
+    for status in banner.status_lines(result):
         lines += ["", f"> {status}"]
     lines += ["", limits_markdown(result)]
     for path, alt in figures:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from embedbench.report import compare, limits, static, tables, views, work
+from embedbench.report import banner, compare, limits, static, tables, views, work
 from embedbench.report.results import RunResult
 
 __all__ = [
@@ -134,7 +134,7 @@ def status(result: RunResult) -> list[Item]:
     """What was measured (family, PR, device, target, checkpoint), then the banner:
     failed validations, an unfinished run, a busy core."""
     heading = f"<h3>{html.escape(tables.headline(result))}</h3>"
-    return [RawHtml(heading), RawHtml(tables.banner_html(result))]
+    return [RawHtml(heading), RawHtml(banner.banner_html(result))]
 
 
 def pr_format(result: RunResult) -> list[Item]:

@@ -39,7 +39,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
-from embedbench.report import compare, figuredata, tables
+from embedbench.report import compare, figuredata, hostprose, tables
 from embedbench.report.results import RunResult
 
 __all__ = [
@@ -377,7 +377,7 @@ def paired_blocks(result: RunResult) -> ReportFigure:
     Every line and band is a column of ``figuredata.paired_table`` or
     ``figuredata.worker_spans``.
     """
-    frame = tables.blocks_frame(result)
+    frame = figuredata.blocks_frame(result)
     title = "Paired blocks over time"
     if frame.empty:
         return _message_panel(title, "no measured blocks in this run")
@@ -489,7 +489,7 @@ def block_distributions(result: RunResult) -> ReportFigure:
     """Block medians of host latency per variant, one panel per case, each block's two
     halves joined by a line; outlier blocks (diagnostics) drawn in black; behind them
     each variant's box (``figuredata.block_boxes``)."""
-    frame = tables.blocks_frame(result)
+    frame = figuredata.blocks_frame(result)
     title = "Per-block host latency"
     if frame.empty:
         return _message_panel(title, "no measured blocks in this run")
@@ -584,8 +584,8 @@ def call_distribution(result: RunResult, case: str | None = None) -> ReportFigur
     the frame), each variant's median in its colour, and how many calls lie outside the
     range; violins, medians and axis from ``figuredata.call_violins``, ``call_medians``
     and ``call_axes``."""
-    reason = tables.DETAIL_REASON if case is None else "the case asked for"
-    case = case or tables.detail_case(result)
+    reason = figuredata.DETAIL_REASON if case is None else "the case asked for"
+    case = case or figuredata.detail_case(result)
     every = figuredata.call_table(result)
     calls = figuredata.case_calls(every, case) if case else every.iloc[0:0]
     title = "Per-call host latency"
@@ -819,7 +819,7 @@ def canary_trace(result: RunResult) -> ReportFigure | None:
         handles.append(Line2D([], [], color="black", ls="--", label="worker's median"))
     fig.legend(handles=handles, fontsize=8, loc="outside right upper", frameon=False)
     ax.set_ylabel("canary read, µs (axis not from 0)")
-    verdict = tables.host_verdict(result.metadata)
+    verdict = hostprose.host_verdict(result.metadata)
     canary = result.metadata.get("canary") or {}
     kind = str(canary.get("kind") or "host memory read")
     size = canary.get("bytes")

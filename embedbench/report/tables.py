@@ -4,13 +4,15 @@ Every function takes a ``RunResult`` and returns a DataFrame or a string, so the
 notebooks, the CLI and the HTML export show the same numbers. The PR table is
 kept in the PR's four columns so it can be pasted into a review, its reduction the PR's
 own 1 − After/Before of each row (``pr_table``); the interval, its estimate and the verdict
-go into a second table.
+go into a second table. Around them: the diagnostics, timer-floor, validation, provenance,
+configuration and environment tables, and the labels their cells and the report's
+headline use. What the host verdict means in words is ``hostprose``'s; the banner above
+the numbers is ``banner``'s; the figures' data are ``figuredata``'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import math
 import platform
 import sys
@@ -24,14 +26,7 @@ import pandas as pd
 from embedbench.cases import CASE_LABELS, CASES
 from embedbench.harness import stats, sysinfo, windows
 from embedbench.harness.design import DERIVED
-from embedbench.harness.stability import (
-    NOISY,
-    REFERENCE_MIN_RUNS,
-    STABLE,
-    busy_throughout,
-    likely_cause,
-)
-from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE, TIMER_CASE
+from embedbench.harness.timing import METRIC_ORDER, TIMER_CASE
 from embedbench.omni import families
 from embedbench.report.markdown import frame_markdown
 from embedbench.report.results import RunResult
@@ -39,35 +34,25 @@ from embedbench.report.results import RunResult
 __all__ = [
     "BUILT_IN_TARGET",
     "CHECKOUT_PARAMETERS",
-    "DETAIL_REASON",
     "NOT_APPLICABLE",
     "NOT_FOUND",
     "NOT_INSTALLED",
     "NOT_MEASURED",
-    "NOT_OBSERVED",
     "NOT_RECORDED",
     "NOT_USED",
     "PR_ALIGN",
     "PR_COLUMNS",
     "VERDICT_COLUMNS",
-    "banner_html",
-    "blocks_frame",
-    "busy_label",
     "checkpoint_kind",
     "checkpoint_name",
     "config_table",
-    "detail_case",
     "device_label",
     "diagnostics_table",
     "environment_table",
-    "failed_validations",
     "family_label",
     "family_of",
     "geometry_text",
     "headline",
-    "host_label",
-    "host_note",
-    "host_verdict",
     "input_label",
     "interpreter_name",
     "interval_method",
@@ -79,10 +64,8 @@ __all__ = [
     "pr_table",
     "provenance_table",
     "published_geometry",
-    "reduction_label",
     "run_label",
     "statistics_table",
-    "status_lines",
     "styled",
     "table_order",
     "timer_floor_table",
@@ -213,20 +196,6 @@ def _pct(value: Any) -> str:
 def level_text(level: Any) -> str:
     """An interval's level as labelled: ``95%``, or its true level below that."""
     return "n/a" if level is None else f"{100.0 * stats.labelled_level(float(level)):.4g}%"
-
-
-def reduction_label(row: dict[str, Any]) -> str:
-    """A row's figure in words: ``43.2 % [38.1, 46.5] faster`` (the verdict's interval,
-    with its level when below 95 %)."""
-    reduction, ci = row.get("reduction_pct"), row.get("reduction_ci95_pct")
-    if reduction is None:
-        return str(row.get("verdict", "invalid"))
-    text = f"{reduction:.1f} %"
-    if ci:
-        level = float(row.get("ci_level", stats.CONFIDENCE))
-        below = stats.labelled_level(level) < stats.CONFIDENCE
-        text += f" [{ci[0]:.1f}, {ci[1]:.1f}]" + (f" ({level_text(level)})" if below else "")
-    return f"{text} {row.get('verdict', '')}".rstrip()
 
 
 def interval_method(row: dict[str, Any]) -> str:
@@ -369,55 +338,6 @@ def notes(result: RunResult) -> list[str]:
     ]
 
 
-def _micro_records(result: RunResult) -> list[dict[str, Any]]:
-    return [r for r in result.records if r.get("scope") == MICRO_SCOPE]
-
-
-def blocks_frame(result: RunResult) -> pd.DataFrame:
-    """One row per (case, tokens, variant, block): block medians of each metric, MHz, times."""
-    rows = []
-    for record in _micro_records(result):
-        samples = np.asarray(record["samples_us"], dtype=float)
-        medians = np.median(samples, axis=0) if samples.size else [np.nan] * len(METRIC_ORDER)
-        rows.append(
-            {
-                "case": record["case"],
-                "label": CASE_LABELS.get(record["case"], record["case"]),
-                "tokens": record["tokens"],
-                "variant": record["variant"],
-                "block": record["block"],
-                "position": record.get("position"),
-                "worker": record.get("worker"),
-                **{
-                    f"median_{name}": float(v)
-                    for name, v in zip(METRIC_ORDER, medians, strict=True)
-                },
-                "wall_start": record["wall_start"],
-                "wall_end": record["wall_end"],
-                "cpu_mhz_start": record.get("cpu_mhz_start"),
-                "cpu_mhz_end": record.get("cpu_mhz_end"),
-                "gpu_mhz_start": record.get("gpu_mhz_start"),
-                "gpu_mhz_end": record.get("gpu_mhz_end"),
-                "canary_us_start": record.get("canary_us_start"),
-                "canary_us_end": record.get("canary_us_end"),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-DETAIL_REASON = "the most complex case measured"
-
-
-def detail_case(result: RunResult) -> str | None:
-    """The case shown call by call: the most complex measured one (interleaved first;
-    ``DETAIL_REASON`` says so in the figure's title)."""
-    measured = {r["case"] for r in result.summary if r.get("valid")}
-    for case in reversed(CASES):
-        if case in measured:
-            return case
-    return None
-
-
 def timer_floor_table(result: RunResult) -> pd.DataFrame:
     """Median, p5 and p95 of the empty call, per metric."""
     samples = [s for r in result.records if r.get("case") == TIMER_CASE for s in r["samples_us"]]
@@ -457,25 +377,6 @@ def validation_table(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def failed_validations(result: RunResult) -> list[str]:
-    """One line per failed validation, for the banner at the top of a report."""
-    return [
-        f"{CASE_LABELS.get(r['case'], r['case'])} @ {r['tokens']} tokens: {r.get('mismatch')}"
-        for r in result.validation
-        if not r.get("ok")
-    ]
-
-
-def status_lines(result: RunResult) -> list[str]:
-    """What to know before reading an unfinished run's numbers (none for a complete run):
-    its status and, for a partial run of the original script, the files it lacks."""
-    if result.status == "complete":
-        return []
-    lines = [f"run status: {result.status}: partial results (cases not measured show as such)"]
-    note = result.metadata.get("partial_note")
-    return [*lines, note] if note else lines
-
-
 def headline(result: RunResult) -> str:
     """What the report is of, e.g. ``Qwen3-Omni embed_input_ids before/after (vLLM-Omni
     PR #7573) · CPU · reference · synthetic``."""
@@ -483,29 +384,6 @@ def headline(result: RunResult) -> str:
     family = family_of(m)
     pr = families.get(family).pr if family in families.names() else "?"
     return f"{family_label(m)} embed_input_ids before/after (vLLM-Omni PR {pr}) · {_setup_label(m)}"
-
-
-def banner_html(result: RunResult) -> str:
-    """A red banner for failed validations, an unfinished run, a busy core or a noisy host."""
-    problems = [*status_lines(result), *failed_validations(result)]
-    busy = "; ".join(label for label in _busy_labels(result.metadata) if label)
-    if busy:
-        problems.append(f"{busy}: the numbers may carry other work's noise")
-    if host_label(result):
-        problems.append(host_label(result))
-    if not problems:
-        note = host_note(result)
-        aside = f'<div style="color:#6e5600">Note: {html.escape(note)}.</div>' if note else ""
-        return (
-            '<div style="color:#1a7f37">All validations passed: lookup counts as expected, '
-            "torch.equal true.</div>" + aside
-        )
-    items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
-    return (
-        '<div style="background:#d1242f;color:white;padding:8px 12px;border-radius:4px">'
-        f"<b>Read with care: validation failed, run incomplete, core busy or host noisy</b>"
-        f"<ul>{items}</ul></div>"
-    )
 
 
 def _ref(ref: Any, sha: Any) -> Any:
@@ -518,86 +396,6 @@ BUILT_IN_TARGET = "reference"
 NOT_APPLICABLE = "n/a (built-in replica)"
 NOT_USED = "not used (built-in replica)"
 CHECKOUT_PARAMETERS = ("repo", "baseline_ref", "candidate_ref")
-
-
-NOT_OBSERVED = "not observed"
-
-
-def host_verdict(metadata: dict[str, Any]) -> str:
-    """``stable`` or ``noisy`` from the run's canary, or ``not observed`` (a run made
-    before the canary, or one of the original script)."""
-    reading = metadata.get("host_stability") or {}
-    if not reading.get("canary_reads"):
-        return NOT_OBSERVED
-    return str(reading.get("verdict") or NOT_OBSERVED)
-
-
-def host_label(result: RunResult) -> str | None:
-    """One line for a run whose canary says the host was noisy (its reasons and the likely
-    cause), else None."""
-    reading = result.metadata.get("host_stability") or {}
-    if host_verdict(result.metadata) != NOISY:
-        return None
-    cause = likely_cause(reading.get("other_cores_busy") or {})
-    reasons = "; ".join(reading.get("reasons") or [])
-    return (
-        f"noisy host: {reasons}{f'; {cause}' if cause else ''}. Its verdicts and intervals "
-        "may not hold on a rerun: rerun on a quiet host"
-    )
-
-
-def host_note(result: RunResult) -> str | None:
-    """One line for a run the canary found stable while other cores were busy (the cause
-    is there, its effect stayed within the canary's limits, or could not be told from the
-    host's own speed because they never idled), else None."""
-    reading = result.metadata.get("host_stability") or {}
-    if host_verdict(result.metadata) != STABLE:
-        return None
-    cause = likely_cause(reading.get("other_cores_busy") or {})
-    if not cause:
-        return None
-    contrast = reading.get("neighbour") or {}
-    effect = contrast.get("effect")
-    if effect is not None:
-        seen = (
-            f"the canary read {100 * effect:+.1f} % while they were busy against while they "
-            f"idled ({contrast.get('busy_reads')} and {contrast.get('idle_reads')} block "
-            "halves), within the limit"
-        )
-    elif busy_throughout(reading):
-        seen = _always_busy(reading.get("host_reference") or {})
-    else:
-        seen = "its effect on the canary stayed within the limits"
-    return f"stable host by the canary, though {cause}; {seen} (docs/method.md)"
-
-
-def _always_busy(reference: dict[str, Any]) -> str:
-    """What the canary could say of other cores busy the whole run: against this host's
-    stored quiet reference where it had one, else that it cannot tell."""
-    if reference.get("over") is not None:
-        return (
-            "they were busy the whole run, so nothing inside it could be contrasted; against "
-            f"this host's quiet reference ({reference.get('runs')} stable runs) the canary "
-            f"over the core's pace read {100 * reference['over']:+.1f} %, within the limit"
-        )
-    runs = reference.get("runs") or 0
-    return (
-        "they were busy the whole run, so the canary cannot tell their effect from the "
-        f"host's own speed, and this host has no quiet reference yet ({runs} of the "
-        f"{REFERENCE_MIN_RUNS} recent stable runs it needs): compare with a run while they "
-        "idle"
-    )
-
-
-def busy_label(result: RunResult) -> str | None:
-    """The label of a run measured on a busy core or busy I/O with --allow-busy, or on a
-    host the canary found noisy; else None."""
-    labels = [*_busy_labels(result.metadata), host_label(result)]
-    return "; ".join(label for label in labels if label) or None
-
-
-def _busy_labels(metadata: dict[str, Any]) -> list[str | None]:
-    return [metadata.get(key) for key in ("busy_core", "busy_io")]
 
 
 NOT_RECORDED = "not recorded"  # a fact the run's metadata lacks (an older run, or unread)
