@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from embedbench.harness.records import field_of
+from embedbench.harness.robust import median
 
 __all__ = ["PREEMPTED_LIMIT", "WAITING_BY_DESIGN", "WAIT_FLOOR_US", "preempted_shares"]
 
@@ -65,8 +66,8 @@ def _block_lost(samples: Any) -> tuple[float, float] | None:
         return None
     host, cpu = table[:, 0], table[:, 1]
     off = np.clip(host - cpu, 0.0, None)
-    typical = float(np.median(off))
-    if typical > max(WAITING_BY_DESIGN * float(np.median(host)), WAIT_FLOOR_US):
+    typical = median(off)
+    if typical > max(WAITING_BY_DESIGN * median(host), WAIT_FLOOR_US):
         return None
     return float(host.sum()), float(np.clip(off - typical, 0.0, None).sum())
 

@@ -54,7 +54,7 @@ import numpy as np
 
 from embedbench.harness.preemption import PREEMPTED_LIMIT, preempted_shares
 from embedbench.harness.records import field_of
-from embedbench.harness.robust import robust_sd
+from embedbench.harness.robust import median, robust_sd
 
 __all__ = [
     "MIN_READS",
@@ -445,8 +445,9 @@ def median_call_us(record: Any) -> float | None:
     samples = field_of(record, "samples_us")
     if not samples:
         return None
-    table = np.asarray(samples, dtype=float)
-    return float(np.median(table[:, 0] if table.ndim == 2 else table))
+    if isinstance(samples[0], (list, tuple, np.ndarray)):
+        return median(row[0] for row in samples)
+    return median(samples)
 
 
 def neighbour_contrast(

@@ -50,7 +50,7 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
-from embedbench.harness.robust import robust_sd
+from embedbench.harness.robust import median, robust_sd
 from embedbench.jsonvalues import plain
 
 __all__ = [
@@ -108,7 +108,7 @@ def block_medians(blocks: Sequence[Sequence[float]]) -> np.ndarray:
     """The median of each block's samples."""
     if len(blocks) == 0:
         raise ValueError("no blocks to summarize")
-    return np.array([float(np.median(np.asarray(b, dtype=float))) for b in blocks])
+    return np.array([median(b) for b in blocks])
 
 
 def median_of_block_medians(blocks: Sequence[Sequence[float]]) -> float:
