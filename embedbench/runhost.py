@@ -3,9 +3,10 @@
 ``runner.run`` goes through one sequence (lock, guards, workers one after the other,
 guards between them, results); what it asks of the machine goes through a ``RunHost``:
 the host-wide lock, the I/O and contention guards, the cores, the parent's affinity, how
-one share is measured (a fresh worker process, or this process), and where this host's
-quiet reference is kept. ``RealHost`` is the machine; ``embedbench.sim`` has a simulated
-one, which measures every share in this process against a seeded model of a host.
+one share is measured (a fresh worker process, or this process), where this host's
+quiet reference is kept, and the memory system's ceiling on the measuring core.
+``RealHost`` is the machine; ``embedbench.sim`` has a simulated one, which measures every
+share in this process against a seeded model of a host.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from embedbench.harness import hostref
+from embedbench.harness.bandwidth import MemoryCeiling, measure_ceiling
 from embedbench.harness.hostlock import host_lock
 from embedbench.harness.interrupts import StopFlag
 from embedbench.harness.ioguard import IoReading, wait_for_quiet_io
@@ -63,6 +65,11 @@ class RunHost(Protocol):
 
     def reference_path(self) -> Path:
         """Where this host's stored quiet levels live."""
+        ...
+
+    def memory_ceiling(self, core: int) -> MemoryCeiling:
+        """The streaming-copy ceiling on ``core`` (``bandwidth.measure_ceiling``), taken
+        by this process before any share is measured."""
         ...
 
     def measure_here(
@@ -122,6 +129,9 @@ class RealHost:
 
     def reference_path(self) -> Path:
         return host_reference_path()
+
+    def memory_ceiling(self, core: int) -> MemoryCeiling:
+        return measure_ceiling(core)
 
     def measure_here(
         self,

@@ -50,6 +50,7 @@ from embedbench.harness import (
     sysinfo,
     windows,
 )
+from embedbench.harness.bandwidth import MemoryCeiling
 from embedbench.harness.design import DERIVED, GIVEN, keyword_spelling
 from embedbench.harness.devices import resolve_device
 from embedbench.harness.hostlock import HostLock
@@ -468,8 +469,10 @@ class _Collector:
         advance: Callable[[int], None],
         log: Log,
         affinity: list[int],
+        ceiling: MemoryCeiling | None = None,
     ) -> None:
         self.prepared = prepared
+        self.ceiling = ceiling
         self.host = host
         self.affinity = affinity
         self.lock = lock
@@ -551,9 +554,15 @@ class _Collector:
             self.first_ready = event
             guards = (self.contention, self.io)
             metadata = _metadata(self.prepared, event, guards, self.parent)
+            ceiling = self.ceiling.to_json() if self.ceiling else None
             self.writer = ResultsWriter(
                 self.prepared.output_dir,
-                {**metadata, "host_lock": self.lock.to_json(), **self._host_fields(metadata)},
+                {
+                    **metadata,
+                    "host_lock": self.lock.to_json(),
+                    "memory_ceiling": ceiling,
+                    **self._host_fields(metadata),
+                },
                 aa_check=self.prepared.config.aa_check,
             )
             self.log(f"writing results to {self.prepared.output_dir}")
@@ -817,9 +826,13 @@ def measure_prepared(
         for label in (io.label, contention.label):
             if label:
                 log(f"warning: {label}")
+        # The memory system's ceiling on the measuring core, before any share is timed.
+        ceiling = host.memory_ceiling(prepared.cpu_core)
         with _progress_bar(total_calls(config), progress) as advance:
             guards = (contention, io)
-            collector = _Collector(prepared, host, lock, guards, advance, log, affinity)
+            collector = _Collector(
+                prepared, host, lock, guards, advance, log, affinity, ceiling=ceiling
+            )
             try:
                 with stop_requests() as stop:
                     if config.processes == 1:

@@ -20,6 +20,8 @@ What the model holds (``SimulatedHost``; docs/development.md, "The simulated hos
 - bursts of off-CPU time on the measuring core (Poisson), which the wall clock sees and
   the thread's CPU clock does not;
 - the cost and resolution of the clock reads (the timer floor);
+- the memory system's ceiling, a streaming copy's bytes per second (read + written),
+  reported as measured before the first worker, at no simulated time;
 - the kit's own interference, as found on real hosts: slow calls at the start of each
   worker's first timed block, and a first worker slowed while the parent still works.
 
@@ -43,7 +45,7 @@ import numpy as np
 
 from embedbench.cases import CASES, VARIANTS, expected_lookups
 from embedbench.config import RunConfig
-from embedbench.harness import clock
+from embedbench.harness import bandwidth, clock
 from embedbench.harness.interrupts import StopFlag
 from embedbench.harness.ioguard import IoReading
 from embedbench.harness.isolation import ContentionReading, check_contention
@@ -173,6 +175,9 @@ class SimulatedHost:
     start_stall_us: float = 20_000.0
     first_worker_slowdown: float = 0.0  # worker 0 slower while the parent still works
     worker_start_s: float = 2.5  # a worker's start and table load, before it measures
+    # The streaming-copy ceiling (read + written, bytes/s): what Text's lookup moves per
+    # call (sim_ledger, 16.8 MB) over the memory time DEFAULT_WORK gives it (697 µs).
+    memory_bytes_per_s: float = 24e9
 
     def forms(self, case: str) -> Mapping[str, Work]:
         """The two forms' work on ``case``."""
@@ -526,6 +531,20 @@ class SimRunHost:
 
     def reference_path(self) -> Path:
         return self.reference
+
+    def memory_ceiling(self, core: int) -> bandwidth.MemoryCeiling:
+        """The host's ``memory_bytes_per_s``, as ``bandwidth.measure_ceiling`` reports a
+        reading (the simulated clock does not move: the seeded runs stay as they were)."""
+        rate = self.sim.host.memory_bytes_per_s
+        size = bandwidth.MAX_BUFFER_BYTES
+        return bandwidth.MemoryCeiling(
+            rate,
+            buffer_bytes=size,
+            repetitions=bandwidth.REPETITIONS,
+            core=core,
+            best_s=2 * size / rate,
+            method="simulated: SimulatedHost.memory_bytes_per_s",
+        )
 
     def measure_here(
         self,

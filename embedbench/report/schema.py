@@ -66,7 +66,8 @@ __all__ = [
 # and ``host_stability.neighbour_calls`` (the same over each half's median timed call).
 # 6: every run writes work.json, one ledger per case, length and variant of what one call
 # does, counted exactly (operators, bytes, syncs, kernels; docs/format.md, "work.json");
-# an older directory reads with none (``upgrades``).
+# an older directory reads with none (``upgrades``). Optional in 6: metadata's
+# ``memory_ceiling`` (the streaming-copy ceiling on the measuring core).
 SCHEMA_VERSION = 6
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 # What ``refs`` and ``versions`` hold beside the original script's top-level fields.
@@ -250,6 +251,17 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                 # (config.design); optional, as for io_guard.
                 "processes_source": {"enum": [GIVEN, DERIVED]},
                 "blocks_source": {"enum": [GIVEN, DERIVED]},
+                # The streaming-copy ceiling on the measuring core
+                # (bandwidth.MemoryCeiling.to_json()); optional, as for io_guard.
+                "memory_ceiling": {
+                    "type": ["object", "null"],
+                    "properties": {
+                        "bytes_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                        "buffer_bytes": {"type": "integer", "minimum": 1},
+                        "repetitions": {"type": "integer", "minimum": 1},
+                        "core": {"type": ["integer", "null"], "minimum": 0},
+                    },
+                },
             },
         },
         "micro-raw.json": {"type": "array", "items": _RECORD},
