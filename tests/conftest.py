@@ -84,6 +84,7 @@ TIERS = {
         "test_docs.py",  # links, fenced commands and make targets of README.md and docs/
         "test_ledger.py",  # one call's counted work on the replica and planted operators
         "test_work_report.py",  # work.json, its table, sentence and gate, built in memory
+        "test_bandwidth.py",  # the memory ceiling on a simulated run and a tiny copy; rates
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),

@@ -2,7 +2,8 @@
 
 ``embedbench report DIR --pr-comment OUT.md`` writes ``OUT.md`` (GitHub-flavoured
 markdown: a headline sentence per family (and one on the counted work per call), the
-PR-format table, the work-per-call table, the interval-and-verdict
+PR-format table, the work-per-call table (and a line on each form's share of the memory
+ceiling), the interval-and-verdict
 table, the host-stability line, what the run does not establish, a ``<details>`` block with
 the provenance and the command that reproduces the run, from where it was started), the
 key figures as PNG files beside it (``OUT-forest.png``,
@@ -40,7 +41,7 @@ from embedbench.config import (
 )
 from embedbench.errors import ConfigError
 from embedbench.harness import stats
-from embedbench.report import banner, hostprose, limits, static, tables, work
+from embedbench.report import bandwidth, banner, hostprose, limits, static, tables, work
 from embedbench.report.markdown import frame_markdown
 from embedbench.report.results import RunResult, write_text_atomic
 
@@ -282,6 +283,8 @@ def comment_markdown(result: RunResult, figures: Sequence[tuple[str, str]] = ())
     if sentence:
         lines += ["", "**Work per call** (counted, not timed)", ""]
         lines += [tables.to_pr_markdown(work.work_table(result))]
+        share = bandwidth.share_sentence(result)
+        lines += ["", share] if share else []
     lines += [
         "",
         "**Interval and verdict**" + (f" (interval: {method})" if method else ""),

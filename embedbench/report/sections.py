@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from embedbench.report import banner, compare, limits, static, tables, views, work
+from embedbench.report import bandwidth, banner, compare, limits, static, tables, views, work
 from embedbench.report.results import RunResult
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "interval_and_verdict",
     "item_html",
     "markdown_html",
+    "memory_bandwidth",
     "not_established",
     "paired_blocks",
     "pr_format",
@@ -153,6 +154,15 @@ def work_per_call(result: RunResult) -> list[Item]:
     return [Table(table), Note(sentence), Preformatted(tables.to_pr_markdown(table))]
 
 
+def memory_bandwidth(result: RunResult) -> list[Item]:
+    """Each form's achieved bandwidth per call and its share of the memory ceiling
+    (``bandwidth.bandwidth_table``), with its caption; one line without a ledger."""
+    table = bandwidth.bandwidth_table(result)
+    if table.empty:
+        return [Note("No bandwidth without a per-call ledger (work.json) and a latency.")]
+    return [Table(table), Note(bandwidth.bandwidth_caption(result))]
+
+
 def interval_and_verdict(result: RunResult) -> list[Item]:
     """The statistics (``tables.verdict_tables``: the verdict's table, the interval's
     method once when every row shares it, the pooled view) and the forest plot."""
@@ -243,6 +253,16 @@ REPORT_SECTIONS: tuple[Section, ...] = (
         `work.json`.
         """),
         work_per_call,
+    ),
+    Section(
+        "Memory bandwidth per call",
+        _text("""
+        Each form's bytes moved in one call (read + written, from `work.json`) over its
+        host latency (the Before and After above) is the rate it moved them at; beside it,
+        that rate's share of the memory ceiling: a streaming copy on the measuring core,
+        timed once before the first worker (`memory_ceiling` in `metadata.json`).
+        """),
+        memory_bandwidth,
     ),
     Section(
         "Interval and verdict",
