@@ -85,6 +85,7 @@ TIERS = {
         "test_ledger.py",  # one call's counted work on the replica and planted operators
         "test_work_report.py",  # work.json, its table, sentence and gate, built in memory
         "test_bandwidth.py",  # the memory ceiling on a simulated run and a tiny copy; rates
+        "test_work_figures.py",  # work against time and the operators, runs built in memory
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),

@@ -34,6 +34,7 @@ from support.figure_parity import (
     run_tables,
 )
 from test_figures import make_result  # the in-memory runs the figure tests build
+from test_work_figures import with_work  # and their per-call ledgers
 
 from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.harness import stats
@@ -489,9 +490,11 @@ def compare_views() -> list[tuple[views.View, list[pd.DataFrame]]]:
 
 @pytest.fixture(scope="module")
 def checked() -> list[tuple[views.View, list[pd.DataFrame]]]:
-    """Every view of the report for runs that draw every mark, and the compare view."""
+    """Every view of the report for runs that draw every mark (two with a per-call ledger,
+    one counting instructions), and the compare view."""
     out = []
-    for result in (drifting(), drifting("cuda"), flagged(), one_worker()):
+    counted = (with_work(flagged()), with_work(one_worker(), instructions=False))
+    for result in (drifting(), drifting("cuda"), flagged(), one_worker(), *counted):
         tables = run_tables(result)
         out += [(view, tables) for view in report_views(result)]
     return out + compare_views()
@@ -511,6 +514,8 @@ def test_every_layer_of_every_chart_is_compared_on_rows_it_draws(checked):
     assert {"trend", "baseline_drift", "order_effect", "headline", "worker_reductions"} <= seen
     assert {"outlier_rings", "trace_rings", "off_scale_low", "aa", "differences"} <= seen
     assert {"call_violins", "block_boxes", "block_whiskers", "worker_medians"} <= seen
+    assert {"diagonal", "disagreement_points", "disagreement_labels_above"} <= seen
+    assert {"operator_bars", "operator_values_inside", "operator_values_outside"} <= seen
 
 
 def test_the_png_has_a_panel_for_every_case_its_chart_offers(checked):

@@ -10,9 +10,10 @@ menu's case, a drawn flag), never compute a value, so the PNG and the chart cann
 disagree (``tests/test_interactive.py`` checks it, mark by mark); nothing here imports
 matplotlib or knows about JavaScript (docs/interactive.md). The statistics a figure adds
 (a Theil–Sen trend, a KDE, box statistics) come from ``figurestats``. The tables start
-from the run's block medians (``blocks_frame``) or its calls (``call_table``); beside them
-are the case the per-call view shows (``detail_case``) and a row's reading in words
-(``reduction_label``).
+from the run's block medians (``blocks_frame``), its calls (``call_table``), its summary
+(``forest_table``) or its per-call ledger (``disagreement_table``, ``operator_table``);
+beside them are the case the per-call view shows (``detail_case``) and a row's reading in
+words (``reduction_label``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pandas as pd
 from embedbench.cases import CASE_LABELS, CASES, VARIANTS
 from embedbench.harness import stats
 from embedbench.harness.timing import METRIC_ORDER, MICRO_SCOPE
-from embedbench.report import compare, figurestats, tables
+from embedbench.report import compare, figurestats, tables, work
 from embedbench.report.results import RunResult
 
 __all__ = [
@@ -37,17 +38,24 @@ __all__ = [
     "CALL_COLUMNS",
     "COMPARE_COLUMNS",
     "DETAIL_REASON",
+    "DIAGONAL_COLUMNS",
     "DIFFERENCE",
+    "DISAGREEMENT_COLUMNS",
     "EDGE_COLUMNS",
     "FOREST_COLUMNS",
     "HALF_COLUMNS",
     "HIGH_PERCENTILE",
     "HOST",
+    "INSIDE_SHARE",
     "LOG_SCALE_SPAN",
     "LOW_PERCENTILE",
+    "MEASURES",
     "MEDIAN_COLUMNS",
     "NOT_RECORDED",
     "OFF_SCALE_COLUMNS",
+    "OPERATOR_CASE_COLUMNS",
+    "OPERATOR_COLUMNS",
+    "OPERATOR_REACH",
     "PAIRED_COLUMNS",
     "PAIR_FIELDS",
     "RANGE_PAD",
@@ -76,10 +84,14 @@ __all__ = [
     "compare_table",
     "detail_case",
     "diagnostics",
+    "diagonal_table",
+    "disagreement_table",
     "edge_table",
     "forest_table",
     "forest_workers",
     "off_scale",
+    "operator_cases",
+    "operator_table",
     "outlier_worker_reasons",
     "paired_findings",
     "paired_table",
@@ -947,3 +959,178 @@ def compare_table(
             }
         )
     return pd.DataFrame(out, columns=list(COMPARE_COLUMNS))
+
+
+# --- work against time, and each form's operators -----------------------------------------
+
+# The counted measures a case's work reduction is taken of: (work.json field, its name).
+MEASURES = (("bytes", "bytes moved"), ("instructions", "instructions"))
+DISAGREEMENT_COLUMNS = (
+    *("case", "label", "tokens", "input", "measure", "labelled", "label_side"),
+    *("work_reduction_pct", "reduction_pct", "low", "high", "gap_pp", "verdict"),
+    *("baseline_work", "fixed_work"),
+)
+DIAGONAL_COLUMNS = ("x", "y")
+OPERATOR_COLUMNS = (
+    *("case", "label", "tokens", "input", "variant", "op", "op_label", "rank"),
+    *("calls", "read", "written", "moved", "moved_text", "label_at", "start", "x_max"),
+)
+OPERATOR_REACH = 1.15  # a case's bytes axis reaches past its longest bar
+INSIDE_SHARE = 0.4  # a bar this share of its case's longest or more carries its label inside
+OPERATOR_CASE_COLUMNS = (
+    *("case", "label", "tokens", "input", "variant"),
+    *("moved", "operators", "start"),
+)
+
+
+def _counted(row: Mapping[str, Any], field: str) -> int | None:
+    """A ledger's count of ``field`` (``bytes``: read + written), None where not counted."""
+    if field == "bytes":
+        read, written = row.get("bytes_read"), row.get("bytes_written")
+        return None if read is None or written is None else int(read) + int(written)
+    value = row.get(field)
+    return None if value is None else int(value)
+
+
+def disagreement_table(result: RunResult) -> pd.DataFrame:
+    """One row per valid case with an interval and a ledger, per counted measure (bytes
+    moved; instructions too where both forms' rows have ``instructions``): the work
+    reduction 100 × (1 − fixed / baseline) of that measure, the headline wall-time
+    reduction and the verdict's interval (``forest_table``'s), and how far the point
+    lies from the y = x diagonal (``gap_pp``: time less work; below 0, under it).
+    ``labelled``: the row that carries its case's label (its first measure), on the
+    ``label_side`` (``above`` or ``below`` its point) that alternates along the points,
+    so neighbours' labels part."""
+    ledgers = {(w.case, w.tokens): w for w in work.case_work(result)}
+    out = []
+    for row in forest_table(result).to_dict("records"):
+        ledger = ledgers.get((row["case"], row["tokens"]))
+        if ledger is None:
+            continue
+        first = True
+        for field, measure in MEASURES:
+            before, after = _counted(ledger.baseline, field), _counted(ledger.fixed, field)
+            if before is None or after is None or before <= 0:
+                continue
+            reduction = 100.0 * (1.0 - after / before)
+            out.append(
+                {
+                    **{k: row[k] for k in ("case", "label", "tokens", "input")},
+                    "measure": measure,
+                    "labelled": first,
+                    "label_side": None,
+                    "work_reduction_pct": reduction,
+                    **{k: row[k] for k in ("reduction_pct", "low", "high")},
+                    "gap_pp": row["reduction_pct"] - reduction,
+                    "verdict": row["verdict"],
+                    "baseline_work": before,
+                    "fixed_work": after,
+                }
+            )
+            first = False
+    frame = pd.DataFrame(out, columns=list(DISAGREEMENT_COLUMNS))
+    labelled = frame[frame["labelled"].astype(bool)]
+    along = labelled.sort_values(["work_reduction_pct", "reduction_pct"]).index
+    frame["label_side"] = frame["label_side"].astype(object)
+    for i, index in enumerate(along):
+        frame.at[index, "label_side"] = "above" if i % 2 else "below"
+    return frame
+
+
+def diagonal_table(disagreement: pd.DataFrame) -> pd.DataFrame:
+    """The y = x line's two ends, at the limits both axes of the figure share: every work
+    and time reduction, 0, and the intervals up to ``axis_range``'s reach."""
+    if disagreement.empty:
+        return pd.DataFrame(columns=list(DIAGONAL_COLUMNS))
+    points = [*disagreement["work_reduction_pct"], *disagreement["reduction_pct"]]
+    ends = pd.DataFrame(
+        {
+            "reduction_pct": points,
+            "low": [*[np.nan] * len(disagreement), *disagreement["low"]],
+            "high": [*[np.nan] * len(disagreement), *disagreement["high"]],
+        }
+    )
+    lo, hi = axis_range(ends)
+    return pd.DataFrame({"x": [lo, hi], "y": [lo, hi]}, columns=list(DIAGONAL_COLUMNS))
+
+
+def _op_moved(row: Mapping[str, Any], op: str) -> tuple[int | None, int | None]:
+    moved = (row.get("op_bytes") or {}).get(op)
+    if not moved:
+        return None, None
+    return int(moved.get("read", 0)), int(moved.get("written", 0))
+
+
+def operator_table(result: RunResult) -> pd.DataFrame:
+    """One row per case, length, form and operator of its ledger: its calls per call of
+    the form, the bytes it reads and writes (``op_bytes``; None where not counted), both
+    (``moved``, and in words ``moved_text``) from ``start`` (0: a bar's base), the
+    operator's row label in its case (``op_label``: its calls, baseline → fixed), whether
+    the bar's label goes ``inside`` its end (``label_at``: at ``INSIDE_SHARE`` of its case's
+    longest bar or more) or ``outside``, past it, and the case's bytes axis limit
+    (``x_max``: ``OPERATOR_REACH`` × its longest bar). ``rank``
+    orders the operators over the whole run, most bytes moved first (then by name)."""
+    cases = work.case_work(result)
+    several = len({w.tokens for w in cases}) > 1
+    out = []
+    for ledger in cases:
+        forms = {"baseline": ledger.baseline, "fixed": ledger.fixed}
+        calls = {v: dict(row.get("ops") or {}) for v, row in forms.items()}
+        for variant in VARIANTS:
+            row = forms[variant]
+            for op, count in sorted(calls[variant].items()):
+                read, written = _op_moved(row, op)
+                moved = None if read is None or written is None else read + written
+                before, after = (int(calls[v].get(op, 0)) for v in VARIANTS)
+                out.append(
+                    {
+                        "case": ledger.case,
+                        "label": ledger.label,
+                        "tokens": ledger.tokens,
+                        "input": tables.input_label(ledger.case, ledger.tokens, several),
+                        "variant": variant,
+                        "op": op,
+                        "op_label": f"{op} ×{before} → ×{after}",
+                        "rank": 0,
+                        "calls": int(count),
+                        "read": read,
+                        "written": written,
+                        "moved": moved,
+                        "moved_text": None if moved is None else work.format_bytes(moved),
+                        "label_at": "outside",
+                        "start": 0.0,
+                        "x_max": None,
+                    }
+                )
+    frame = pd.DataFrame(out, columns=list(OPERATOR_COLUMNS))
+    if len(frame):
+        longest = frame.groupby(["case", "tokens"])["moved"].transform("max")
+        frame["x_max"] = (OPERATOR_REACH * longest).where(longest > 0, 1.0)
+        inside = (frame["moved"] >= INSIDE_SHARE * longest).fillna(False).astype(bool)
+        frame["label_at"] = np.where(inside, "inside", "outside")
+        most = frame.groupby("op")["moved"].max().fillna(-1)
+        order = sorted(most.index, key=lambda op: (-most[op], op))
+        frame["rank"] = frame["op"].map({op: i for i, op in enumerate(order)})
+    return frame
+
+
+def operator_cases(result: RunResult) -> pd.DataFrame:
+    """The drill-down's picker: one row per case, length and form with a ledger, its bytes
+    moved per call (read + written), its operator calls and ``start`` (0: a bar's base)."""
+    cases = work.case_work(result)
+    several = len({w.tokens for w in cases}) > 1
+    out = [
+        {
+            "case": ledger.case,
+            "label": ledger.label,
+            "tokens": ledger.tokens,
+            "input": tables.input_label(ledger.case, ledger.tokens, several),
+            "variant": variant,
+            "moved": _counted(ledger.baseline if variant == "baseline" else ledger.fixed, "bytes"),
+            "operators": ledger.value(variant, "operators"),
+            "start": 0.0,
+        }
+        for ledger in cases
+        for variant in VARIANTS
+    ]
+    return pd.DataFrame(out, columns=list(OPERATOR_CASE_COLUMNS))

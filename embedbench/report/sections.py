@@ -46,6 +46,7 @@ __all__ = [
     "show",
     "status",
     "timer_floor_and_validation",
+    "work_against_time",
     "work_comparison",
     "work_per_call",
 ]
@@ -161,6 +162,14 @@ def memory_bandwidth(result: RunResult) -> list[Item]:
     if table.empty:
         return [Note("No bandwidth without a per-call ledger (work.json) and a latency.")]
     return [Table(table), Note(bandwidth.bandwidth_caption(result))]
+
+
+def work_against_time(result: RunResult) -> list[Item]:
+    """The wall-time reduction against the counted work reduction, and each case's
+    operators; one line for a run without a ledger."""
+    if not work.case_work(result):
+        return [Note("No per-call ledger (work.json) in this run: nothing to set against time.")]
+    return [views.work_disagreement(result), views.operator_drilldown(result)]
 
 
 def interval_and_verdict(result: RunResult) -> list[Item]:
@@ -280,6 +289,19 @@ REPORT_SECTIONS: tuple[Section, ...] = (
         band the A/A interval where there is one.
         """),
         interval_and_verdict,
+    ),
+    Section(
+        "Work against time",
+        _text("""
+        Each case's wall-time reduction, with the verdict's interval, against its counted
+        work reduction: 1 − fixed / baseline of the bytes moved per call, and of the
+        instructions where `work.json` counts them. On the dashed diagonal, time fell as
+        much as work. Points far below it are memory- or launch-bound: less work did not
+        buy proportionally less time. Points above it gained more than the counted work
+        explains. Below, each case's operators: click a case's bar in the chart to list
+        them, a form's bar to fade the other form.
+        """),
+        work_against_time,
     ),
     Section(
         limits.TITLE,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from embedbench.report import figuredata, interactive, static
+from embedbench.report import figuredata, interactive, static, workcharts, workfigures
 from embedbench.report.results import RunResult
 
 __all__ = [
@@ -29,10 +29,12 @@ __all__ = [
     "compare_reductions",
     "frequency_trace",
     "gpu_clock_trace",
+    "operator_drilldown",
     "paired_blocks",
     "reduction_forest",
     "spec_json",
     "vega_scripts",
+    "work_disagreement",
 ]
 
 VEGA_FILES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js", "embed.js")
@@ -136,6 +138,24 @@ def reduction_forest(result: RunResult) -> View:
     figure = static.reduction_forest(result)
     spec = interactive.reduction_forest(
         figuredata.forest_table(result), figuredata.forest_workers(result), figure.alt_text
+    )
+    return View(figure, spec)
+
+
+def work_disagreement(result: RunResult) -> View:
+    """Each case's wall-time reduction against its counted work reduction."""
+    figure = workfigures.work_disagreement(result)
+    table = figuredata.disagreement_table(result)
+    spec = workcharts.work_disagreement(table, figuredata.diagonal_table(table), figure.alt_text)
+    return View(figure, spec)
+
+
+def operator_drilldown(result: RunResult) -> View:
+    """Each case's operators: a panel per case in the PNG, a case picked by a click in the
+    chart."""
+    figure = workfigures.operator_drilldown(result)
+    spec = workcharts.operator_drilldown(
+        figuredata.operator_table(result), figuredata.operator_cases(result), figure.alt_text
     )
     return View(figure, spec)
 

@@ -6,7 +6,8 @@ read back panel by panel:
 
 - the chart: each named layer's rows (its own data, or its parent's through the parent's
   transforms), the rows its filters keep with the menus set to the panel's case (every
-  run's checkbox ticked, the trace's menu on all cases), less the rows an opacity
+  run's checkbox ticked, the trace's menu on all cases; a filter on a click's pick, such
+  as the operators' ``op_pick``, keeps the panel's case), less the rows an opacity
   condition hides or whose positions are missing, as the points its encoding puts them
   at (a rule from ``x`` to ``x2`` is both ends; a pixel position is no data);
 - the PNG: every artist of the panel's axes, whose ``gid`` names the chart layer that
@@ -39,6 +40,7 @@ from embedbench.report.results import RunResult
 # Drawn by one renderer only, and why (docs/interactive.md, "What each renderer draws").
 CHART_ONLY = {
     "call_points": "every call, each with its tooltip; the PNG summarises them as violins",
+    "operator_cases": "the case picker of the operators' chart; the PNG has a panel per case",
 }
 POSITION = ("x", "x2", "y", "y2")
 HIDING = ("opacity", "strokeOpacity", "fillOpacity")
@@ -54,6 +56,7 @@ def run_tables(result: RunResult) -> list[pd.DataFrame]:
     calls = figuredata.call_table(result)
     forest = figuredata.forest_table(result)
     boxes = figuredata.block_boxes(paired)
+    disagreement = figuredata.disagreement_table(result)
     return [
         paired,
         figuredata.worker_spans(paired),
@@ -68,6 +71,10 @@ def run_tables(result: RunResult) -> list[pd.DataFrame]:
         forest,
         figuredata.forest_workers(result),
         figuredata.off_scale(forest),
+        disagreement,
+        figuredata.diagonal_table(disagreement),
+        figuredata.operator_table(result),
+        figuredata.operator_cases(result),
     ]
 
 
@@ -98,6 +105,16 @@ def evaluate(expression: str, row: Mapping[str, Any], env: Mapping[str, Any]) ->
         "pick": lambda items, i: _is_valid(i) and bool(items[int(i)]),
     }
     return bool(eval(code, {"__builtins__": {}}, scope))  # the specs' own filters
+
+
+def keeps(transform: Mapping[str, Any], row: Mapping[str, Any], env: Mapping[str, Any]) -> bool:
+    """Whether a filter keeps ``row``: an expression evaluated (``evaluate``), or a click's
+    pick (``{"param": ...}``) taken as picking the panel's case and length."""
+    condition = transform["filter"]
+    if isinstance(condition, Mapping):
+        assert set(condition) <= {"param", "empty"}, condition
+        return row.get("case") == env.get("sel_case") and row.get("tokens") == env.get("sel_tokens")
+    return evaluate(condition, row, env)
 
 
 def chart_layers(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -148,7 +165,7 @@ def chart_points(layer: Mapping[str, Any], env: Mapping[str, Any]) -> list[Point
     fields = [encoding[c]["field"] for c in POSITION if "field" in encoding.get(c, {})]
     points = []
     for row in layer["rows"]:
-        if not all(evaluate(t["filter"], row, env) for t in layer["transforms"]):
+        if not all(keeps(t, row, env) for t in layer["transforms"]):
             continue
         if _hidden(encoding, row, env) or not all(_is_valid(row.get(f)) for f in fields):
             continue
@@ -331,7 +348,21 @@ def drawn_layers(view: views.View) -> set[str]:
 
 
 def chart_cases(spec: Mapping[str, Any]) -> set[str]:
-    """The cases a chart's case and length menus offer ("case@tokens"; none without)."""
-    if not any(p["name"] == "sel_case" for p in spec.get("params", [])):
-        return set()
-    return {f"{r['case']}@{r['tokens']}" for r in spec["data"]["values"]}
+    """The cases a chart's case and length menus offer, or its click's pick of a case
+    where a layer filters on it: the cases of the layer that declares the pick
+    ("case@tokens"; none without either)."""
+    if any(p["name"] == "sel_case" for p in spec.get("params", [])):
+        return {f"{r['case']}@{r['tokens']}" for r in spec["data"]["values"]}
+    layers = chart_layers(spec)
+    picks = {
+        t["filter"]["param"]
+        for layer in layers
+        for t in layer["transforms"]
+        if isinstance(t["filter"], Mapping)
+    }
+    return {
+        f"{r['case']}@{r['tokens']}"
+        for layer in layers
+        if picks & {p["name"] for p in layer.get("params", [])}
+        for r in layer["rows"]
+    }

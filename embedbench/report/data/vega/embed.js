@@ -1,11 +1,12 @@
 /* embedbench's page script (docs/interactive.md): render every .eb-view's Vega-Lite spec
    with the vega-embed build inlined above it, keep the figure's PNG (and its alt text)
-   under the chart, and carry a click on a worker or a block from one chart to the others:
-   the same selection, and the other charts' case and length menus set to that case.
+   under the chart, and carry a click on a worker or a block (or a case of the work charts)
+   from one chart to the others: the same selection, and the other charts' case and length
+   menus set to that case.
    Nothing is fetched: the specs hold their data. */
 (function () {
   "use strict";
-  var LINKED = ["worker_pick_store", "block_pick_store"];
+  var LINKED = ["worker_pick_store", "block_pick_store", "op_pick_store"];
   var OPTIONS = {
     mode: "vega-lite",
     renderer: "svg",
