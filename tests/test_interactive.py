@@ -514,7 +514,7 @@ def test_every_layer_of_every_chart_is_compared_on_rows_it_draws(checked):
     assert {"trend", "baseline_drift", "order_effect", "headline", "worker_reductions"} <= seen
     assert {"outlier_rings", "trace_rings", "off_scale_low", "aa", "differences"} <= seen
     assert {"call_violins", "block_boxes", "block_whiskers", "worker_medians"} <= seen
-    assert {"diagonal", "disagreement_points", "disagreement_labels_above"} <= seen
+    assert {"diagonal", "disagreement_points", "disagreement_labels_right"} <= seen
     assert {"operator_bars", "operator_values_inside", "operator_values_outside"} <= seen
 
 

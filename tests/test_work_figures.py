@@ -117,7 +117,7 @@ def test_the_disagreement_table_has_each_case_once_per_measure(counted):
         assert row["verdict"] == summary["verdict"]
     labelled = table[table["labelled"]]
     assert list(labelled["measure"]) == ["bytes moved"] * 3  # one label per case
-    assert set(labelled["label_side"]) == {"above", "below"}
+    assert set(labelled["label_side"]) == {"left", "right"}
     assert table[~table["labelled"]]["label_side"].isna().all()
 
 
@@ -204,8 +204,8 @@ def test_the_disagreement_chart_draws_its_table_on_the_diagonals_axes(counted):
         "diagonal",
         "disagreement_intervals",
         "disagreement_points",
-        "disagreement_labels_above",
-        "disagreement_labels_below",
+        "disagreement_labels_right",
+        "disagreement_labels_left",
     ]
     points = _layer(spec, "disagreement_points")
     domain = [round(float(v), 3) for v in diagonal["x"]]
@@ -221,7 +221,7 @@ def test_the_disagreement_chart_draws_its_table_on_the_diagonals_axes(counted):
     assert len(drawn) == len(table) == 6
     labels = [
         p[2]
-        for name in ("above", "below")
+        for name in ("left", "right")
         for p in chart_points(_layer(spec, f"disagreement_labels_{name}"), {})
     ]
     assert sorted(labels) == ["Audio", "Image", "Text"]

@@ -999,7 +999,7 @@ def disagreement_table(result: RunResult) -> pd.DataFrame:
     reduction and the verdict's interval (``forest_table``'s), and how far the point
     lies from the y = x diagonal (``gap_pp``: time less work; below 0, under it).
     ``labelled``: the row that carries its case's label (its first measure), on the
-    ``label_side`` (``above`` or ``below`` its point) that alternates along the points,
+    ``label_side`` (``right`` or ``left`` of its point) that alternates along the points,
     so neighbours' labels part."""
     ledgers = {(w.case, w.tokens): w for w in work.case_work(result)}
     out = []
@@ -1033,7 +1033,7 @@ def disagreement_table(result: RunResult) -> pd.DataFrame:
     along = labelled.sort_values(["work_reduction_pct", "reduction_pct"]).index
     frame["label_side"] = frame["label_side"].astype(object)
     for i, index in enumerate(along):
-        frame.at[index, "label_side"] = "above" if i % 2 else "below"
+        frame.at[index, "label_side"] = "left" if i % 2 else "right"
     return frame
 
 

@@ -155,12 +155,12 @@ def work_disagreement(
             },
         },
     ]
-    for side, dy in (("above", -7), ("below", 11)):
+    for side, align, dx in (("right", "left", 7), ("left", "right", -7)):
         layers.append(
             {
                 "name": f"disagreement_labels_{side}",
                 "transform": [{"filter": f"datum.labelled && datum.label_side == '{side}'"}],
-                "mark": {"type": "text", "align": "left", "dx": 7, "dy": dy, "fontSize": 10},
+                "mark": {"type": "text", "align": align, "dx": dx, "dy": -5, "fontSize": 10},
                 "encoding": {"x": x, "y": y, "text": {"field": "input"}, "tooltip": tooltip},
             }
         )

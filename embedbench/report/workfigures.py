@@ -99,8 +99,9 @@ def work_disagreement(result: RunResult) -> ReportFigure:
         ax.annotate(
             row["input"],
             (row["work_reduction_pct"], row["reduction_pct"]),
-            xytext=(6, 4 if row["label_side"] == "above" else -10),
+            xytext=(-6 if row["label_side"] == "left" else 6, 3),
             textcoords="offset points",
+            ha="right" if row["label_side"] == "left" else "left",
             fontsize=8,
             color="#333",
             gid=f"disagreement_labels_{row['label_side']}",
