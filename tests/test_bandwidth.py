@@ -246,6 +246,18 @@ def test_without_a_ceiling_the_rates_stay_and_the_shares_go():
     assert "not measured (no memory)" in bandwidth.bandwidth_caption(failed)
 
 
+def test_a_device_run_gets_its_rates_and_no_share_of_the_hosts_ceiling():
+    result = hand_built()
+    result.metadata["device"] = "cuda"
+    rows = bandwidth.achieved_rows(result)
+    assert [r.share for r in rows] == [None] * 4
+    assert rows[2].bytes_per_s == pytest.approx(15e9)
+    assert set(bandwidth.bandwidth_table(result)["After, of ceiling"]) == {"n/a"}
+    assert "No share" in bandwidth.bandwidth_caption(result)
+    assert "device memory" in bandwidth.bandwidth_caption(result)
+    assert bandwidth.share_sentence(result) is None
+
+
 def test_the_report_section_and_the_pr_comment(simulated):
     table, note = sections.memory_bandwidth(simulated)
     assert list(table.frame["Input"]) == ["Text", "Audio"]

@@ -33,6 +33,7 @@ __all__ = [
     "bytes_moved",
     "ceiling_bytes_per_s",
     "ceiling_text",
+    "on_host",
     "share_sentence",
 ]
 
@@ -80,6 +81,12 @@ def ceiling_bytes_per_s(metadata: Mapping[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
+def on_host(metadata: Mapping[str, Any]) -> bool:
+    """Whether the forms moved their bytes in the memory the ceiling was taken of: the
+    host's, on a CPU run (on CUDA they move in device memory, so no share is taken)."""
+    return metadata.get("device", "cpu") == "cpu"
+
+
 def _host_us(result: RunResult, work: CaseWork) -> Mapping[str, Any]:
     row = result.summary_row(work.case, work.tokens) or {}
     return (row.get("host_us") or {}) if row.get("valid", True) else {}
@@ -87,8 +94,8 @@ def _host_us(result: RunResult, work: CaseWork) -> Mapping[str, Any]:
 
 def achieved_rows(result: RunResult) -> list[Achieved]:
     """Every form of every case with both a ledger and a headline latency, in table
-    order (baseline first)."""
-    ceiling = ceiling_bytes_per_s(result.metadata)
+    order (baseline first); no share on a device run (``on_host``)."""
+    ceiling = ceiling_bytes_per_s(result.metadata) if on_host(result.metadata) else None
     rows = []
     for work in case_work(result):
         host = _host_us(result, work)
@@ -161,6 +168,11 @@ def bandwidth_caption(result: RunResult) -> str:
     if ceiling is None or ceiling_bytes_per_s(result.metadata) is None:
         missing = "no memory ceiling recorded" if ceiling is None else f"memory ceiling {ceiling}"
         return f"{source}; {missing}, so no share."
+    if not on_host(result.metadata):
+        return (
+            f"{source}. No share: the memory ceiling, {ceiling}, is the host's, and on "
+            f"{result.metadata.get('device')} the forms move their bytes in device memory."
+        )
     return (
         f"{source}, against a memory ceiling of {ceiling}. A share near 100 % means the "
         "form sits at the memory system's limit and gets faster only by moving fewer "
@@ -178,7 +190,7 @@ def share_sentence(result: RunResult) -> str | None:
     """The PR comment's line: each form's share of the ceiling over the cases, e.g.
     "Memory bandwidth per call, of a 21.4 GB/s copy ceiling: baseline 71–85 %, fixed
     64–85 % (near 100 %: at the memory system's limit)." (None without a ceiling or a
-    ledger)."""
+    ledger, and on a device run)."""
     ceiling = ceiling_bytes_per_s(result.metadata)
     rows = [r for r in achieved_rows(result) if r.share is not None]
     if ceiling is None or not rows:
