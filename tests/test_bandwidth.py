@@ -118,6 +118,25 @@ def test_the_copy_runs_on_the_core_and_is_timed_on_the_kits_clock(monkeypatch):
     assert found.to_json()["core"] == core and found.reason is None
 
 
+class _SlowClock(_TickClock):
+    """Every read of ``perf_ns`` moves it by 200 ms: a host whose every copy is slow."""
+
+    def perf_ns(self) -> int:
+        self.ns += 200_000_000
+        return self.ns
+
+
+def test_a_slow_host_stops_at_the_budget_but_never_below_two_copies():
+    core = min(os.sched_getaffinity(0))
+    with clock.using(_SlowClock()):
+        found = ceiling.measure_ceiling(core, buffer_bytes=MIB)
+    assert found.repetitions == ceiling.MIN_REPETITIONS == 2  # 0.5 s passed at the second
+    assert found.best_s == pytest.approx(0.2)
+    with clock.using(_TickClock()):
+        quick = ceiling.measure_ceiling(core, buffer_bytes=MIB)
+    assert quick.repetitions == ceiling.REPETITIONS  # well within the budget: all five
+
+
 def test_a_core_it_may_not_use_gives_no_ceiling_and_says_why():
     before = os.sched_getaffinity(0)
     found = ceiling.measure_ceiling(4096, buffer_bytes=MIB)
@@ -127,7 +146,7 @@ def test_a_core_it_may_not_use_gives_no_ceiling_and_says_why():
 
 
 def test_no_memory_for_the_buffers_gives_no_ceiling_and_restores_the_affinity(monkeypatch):
-    def refuse(size: int, repetitions: int) -> float:
+    def refuse(size: int, repetitions: int, deadline_ns: float) -> list[float]:
         raise MemoryError
 
     monkeypatch.setattr(ceiling, "_timed_copies", refuse)
@@ -135,6 +154,7 @@ def test_no_memory_for_the_buffers_gives_no_ceiling_and_restores_the_affinity(mo
     before = os.sched_getaffinity(0)
     found = ceiling.measure_ceiling(core, buffer_bytes=MIB)
     assert found.bytes_per_s is None and "two 1 MiB buffers" in found.reason
+    assert found.repetitions == 0
     assert os.sched_getaffinity(0) == before
 
 

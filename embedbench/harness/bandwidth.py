@@ -3,8 +3,10 @@
 ``measure_ceiling(core)`` copies a buffer well past the last-level cache (``buffer_bytes``:
 8 × the cache sysfs reports, within ``MIN_BUFFER_BYTES`` and ``MAX_BUFFER_BYTES``; the
 maximum where sysfs does not say) with ``numpy.copyto``, once untimed (every page of both
-buffers touched) and then ``REPETITIONS`` times on the kit's clock (``harness.clock``),
-and keeps the best: bytes moved (read + written, 2 × the buffer) over its seconds. The
+buffers touched) and then up to ``REPETITIONS`` times on the kit's clock
+(``harness.clock``), at least ``MIN_REPETITIONS`` and no more once ``BUDGET_S`` has
+passed (a host whose memory is busy makes every copy slow), and keeps the best: bytes
+moved (read + written, 2 × the buffer) over its seconds. The
 calling thread runs on ``core`` for the copy and goes back to its own cores after, also
 when the copy fails. The run's parent measures it before the first worker starts, so no
 timed process ever holds the buffers (docs/method.md, "The memory ceiling").
@@ -25,10 +27,12 @@ import numpy as np
 from embedbench.harness import clock, sysinfo
 
 __all__ = [
+    "BUDGET_S",
     "CACHE_MULTIPLE",
     "MAX_BUFFER_BYTES",
     "METHOD",
     "MIN_BUFFER_BYTES",
+    "MIN_REPETITIONS",
     "REPETITIONS",
     "MemoryCeiling",
     "buffer_size",
@@ -41,6 +45,8 @@ CACHE_MULTIPLE = 8  # the buffer, in last-level caches
 MIN_BUFFER_BYTES = 64 * MIB
 MAX_BUFFER_BYTES = 256 * MIB  # both buffers: 512 MiB; about 0.3 s on a 2-vCPU VM
 REPETITIONS = 5  # a copy now and then runs at half speed on a VM: the best of 5 does not
+MIN_REPETITIONS = 2
+BUDGET_S = 0.5  # no further timed copy once measuring has taken this long
 METHOD = "numpy.copyto of one buffer into another, best of the repetitions; read + written"
 
 
@@ -51,7 +57,7 @@ class MemoryCeiling:
 
     bytes_per_s: float | None
     buffer_bytes: int
-    repetitions: int
+    repetitions: int  # the timed copies made
     core: int | None
     best_s: float | None = None  # the best copy's seconds
     seconds: float = 0.0  # what measuring it took: allocation, the untimed copy, the timed
@@ -92,8 +98,9 @@ def copy_rate(buffer_bytes: int, seconds: float) -> float:
     return 2.0 * buffer_bytes / seconds
 
 
-def _timed_copies(buffer_bytes: int, repetitions: int) -> float:
-    """The best of ``repetitions`` timed copies, in seconds, after one untimed one.
+def _timed_copies(buffer_bytes: int, repetitions: int, deadline_ns: float) -> list[float]:
+    """The seconds of each timed copy, after one untimed one: ``repetitions`` of them, or
+    fewer (never below ``MIN_REPETITIONS``) once the clock passes ``deadline_ns``.
 
     Both buffers are one anonymous mapping of their own, its pages faulted in at once
     where the kernel can (``MAP_POPULATE``: faster than a fault per page, and no
@@ -102,6 +109,7 @@ def _timed_copies(buffer_bytes: int, repetitions: int) -> float:
     populate = getattr(mmap, "MAP_POPULATE", 0)
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate
     mapping = mmap.mmap(-1, 2 * buffer_bytes, flags=flags)
+    copies: list[float] = []
     try:
         both = np.frombuffer(mapping, dtype=np.uint8)
         source, target = both[:buffer_bytes], both[buffer_bytes:]
@@ -109,16 +117,17 @@ def _timed_copies(buffer_bytes: int, repetitions: int) -> float:
             source.fill(1)
         np.copyto(target, source)  # every page touched, outside the timing
         read = clock.now().perf_ns
-        best = None
         for _ in range(repetitions):
             start = read()
             np.copyto(target, source)
-            took = read() - start
-            best = took if best is None else min(best, took)
+            end = read()
+            copies.append((end - start) / 1e9)
+            if len(copies) >= MIN_REPETITIONS and end >= deadline_ns:
+                break
         del both, source, target  # no view may outlive the mapping
     finally:
         mapping.close()
-    return (best or 0) / 1e9
+    return copies
 
 
 def measure_ceiling(
@@ -132,11 +141,7 @@ def measure_ceiling(
     cache = sysinfo.last_level_cache_bytes(core)
     size = buffer_size(cache) if buffer_bytes is None else int(buffer_bytes)
     started = clock.now().perf_ns()
-    fields: dict[str, Any] = {
-        "buffer_bytes": size,
-        "repetitions": repetitions,
-        "last_level_cache_bytes": cache,
-    }
+    fields: dict[str, Any] = {"buffer_bytes": size, "last_level_cache_bytes": cache}
 
     def took() -> float:
         return (clock.now().perf_ns() - started) / 1e9
@@ -146,14 +151,20 @@ def measure_ceiling(
         os.sched_setaffinity(0, {core})
     except (AttributeError, OSError) as exc:
         reason = f"could not run on cpu core {core}: {getattr(exc, 'strerror', None) or exc}"
-        return MemoryCeiling(None, core=None, seconds=took(), reason=reason, **fields)
+        return MemoryCeiling(
+            None, repetitions=0, core=None, seconds=took(), reason=reason, **fields
+        )
     try:
-        best = _timed_copies(size, repetitions)
+        copies = _timed_copies(size, repetitions, started + BUDGET_S * 1e9)
     except (MemoryError, OSError, ValueError) as exc:
         reason = f"no copy of two {size // MIB} MiB buffers: {exc}"
-        return MemoryCeiling(None, core=core, seconds=took(), reason=reason, **fields)
+        return MemoryCeiling(
+            None, repetitions=0, core=core, seconds=took(), reason=reason, **fields
+        )
     finally:
         os.sched_setaffinity(0, saved)
+    best = min(copies, default=0.0)
+    fields["repetitions"] = len(copies)
     if best <= 0:
         reason = "the clock did not move over a copy"
         return MemoryCeiling(None, core=core, seconds=took(), reason=reason, **fields)

@@ -258,7 +258,7 @@ SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                     "properties": {
                         "bytes_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
                         "buffer_bytes": {"type": "integer", "minimum": 1},
-                        "repetitions": {"type": "integer", "minimum": 1},
+                        "repetitions": {"type": "integer", "minimum": 0},
                         "core": {"type": ["integer", "null"], "minimum": 0},
                     },
                 },
