@@ -407,3 +407,45 @@ def test_an_outlier_workers_blocks_are_hollow_on_its_band_with_the_reason(driver
     assert "outlier worker" in shown["flags"]
     driver.save_screenshot(str(tmp_path / "outlier-worker.png"))
     assert not [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+
+
+def test_a_click_on_a_case_lists_its_operators_and_the_work_chart_follows(driver, tmp_path):
+    """The operators' chart opens on the first case; a click on Audio's fixed bar lists
+    Audio's operators (one more here than Text's) with the baseline's faded, and a click
+    on a point of the work-against-time chart picks that case there too."""
+    from test_work_figures import with_work
+
+    result = with_work(make_result(cases=("text", "audio", "image")))
+    for row in result.work:
+        if row["case"] == "audio":
+            row["ops"]["aten.cat"] = 1
+            row["op_bytes"]["aten.cat"] = {"read": 4000, "written": 4000}
+    page = tmp_path / "operators.html"
+    write_html(result, page)
+    driver.get_log("browser")
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 60).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-eb-charts")
+    )
+    operators = _chart(driver, "Operators per call")
+    labels = operators.find_elements(By.CSS_SELECTOR, "g.role-axis-label text")
+
+    def listed() -> list[str]:
+        texts = operators.find_elements(By.CSS_SELECTOR, "g.role-axis-label text")
+        return [t.text for t in texts if t.text.startswith("aten.")]
+
+    assert labels and listed() == ["aten.embedding ×1 → ×1", "aten.to ×1 → ×1"]
+    assert len(_marks(operators, "operator_bars")) == 4
+    cases = _marks(operators, "operator_cases")
+    assert len(cases) == 3 * 2  # each case's two forms
+    _pointer_to(driver, cases[3], click=True)  # Audio's fixed bar
+    WebDriverWait(driver, 10).until(lambda _: len(_marks(operators, "operator_bars")) == 6)
+    assert listed() == ["aten.embedding ×2 → ×1", "aten.to ×2 → ×1", "aten.cat ×1 → ×1"]
+    faded = [b for b in _marks(operators, "operator_bars") if b.get_attribute("opacity") == "0.25"]
+    assert len(faded) == 3  # the baseline's three operators
+    work = _chart(driver, "Work against time")
+    points = _marks(work, "disagreement_points")
+    assert len(points) == 3 * 2  # bytes moved and instructions per case
+    _pointer_to(driver, points[1], click=True)  # Text's instructions, over its bytes moved
+    WebDriverWait(driver, 10).until(lambda _: len(_marks(operators, "operator_bars")) == 4)
+    assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
