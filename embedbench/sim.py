@@ -413,8 +413,10 @@ class SimBackend:
     def ledger(
         self, share: Share, case: str, tokens: int, calls: Calls
     ) -> dict[str, dict[str, Any]] | None:
-        if self.work is not None:  # simulated callables dispatch no operator: nothing to count
-            return None
+        if self.work is not None:
+            # A pair's own count, as on a real host: one untimed call of each callable before
+            # the warm-up (simulated work dispatches no operator: empty ledgers).
+            return self.work.ledger(share, case, tokens, calls)
         family, lookups = _lookups(share, case)
         hidden = families.get(family).hidden_size
         return {name: sim_ledger(count, tokens, hidden) for name, count in lookups.items()}
