@@ -1,7 +1,10 @@
 """Self-test: does the harness recover differences it is told about, under real noise?
 
 Five checks, each through ``runner.paired_benchmark`` (the schedule, timing and
-statistics of a real run, in one process), with carriers from ``carriers``:
+statistics of a real run, in one process), with carriers from ``carriers``: this host's
+(``carriers.REAL_CARRIERS``), or those ``run_selftest`` is given with the host they run
+on (``embedbench.sim.simulate_selftest``: a simulated host, whose clock the carriers and
+the harness read through the one clock seam):
 
 1. **arithmetic**: ``spin(base + delay)`` against ``spin(base)``, deadline spins on the
    clock the harness reads. The recovered difference (the harness's headline estimate,
@@ -38,14 +41,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats as sps
 
-from embedbench.harness import carriers, stability, stats
-from embedbench.harness.carriers import spin_us  # noqa: F401  (public: benchmarks time with it)
+from embedbench.harness import stability, stats
+from embedbench.harness.carriers import (
+    REAL_CARRIERS,
+    Call,
+    CallLog,
+    Carriers,
+    bytes_for_us,
+    chain,
+    difference_us,
+    spin_us,  # noqa: F401  (public: benchmarks time with it)
+)
 from embedbench.jsonvalues import plain
+
+if TYPE_CHECKING:
+    from embedbench.runhost import RunHost
 
 __all__ = [
     "INTERVAL_AGREEMENT",
@@ -266,7 +281,7 @@ def _recovery_check(
     return Check(name, judged["passed"], detail, judged, inconclusive=judged["undecided"])
 
 
-def _schedule_check(log: carriers.CallLog, pair: Any, warmup: int, iterations: int) -> Check:
+def _schedule_check(log: CallLog, pair: Any, warmup: int, iterations: int) -> Check:
     orders = log.block_orders(warmup, iterations)
     if orders is None:
         return Check(
@@ -373,9 +388,15 @@ def run_selftest(
     cpu_core: int | None = None,
     tolerance: float = TOLERANCE,
     allow_busy: bool = False,
+    carriers: Carriers = REAL_CARRIERS,
+    host: RunHost | None = None,
 ) -> SelfTestResult:
-    """Run the five checks (see the module docstring) on one pinned core."""
-    from embedbench.harness.isolation import isolated, resolve_cpu_core
+    """Run the five checks (see the module docstring) on one pinned core.
+
+    ``carriers``: what is timed, and how the calibration loops are pinned (default: this
+    host's); ``host``: where ``paired_benchmark`` measures (default: this machine).
+    """
+    from embedbench.harness.isolation import resolve_cpu_core
     from embedbench.runner import paired_benchmark  # late: the runner imports half the package
 
     if delay_us <= 0 or base_us <= 0:
@@ -383,12 +404,13 @@ def run_selftest(
     core = resolve_cpu_core(cpu_core)
     design = {"warmup": warmup, "blocks": blocks, "iterations": iterations}
 
-    def pair(baseline: carriers.Call, fixed: carriers.Call, offset: int, scale: int = 1) -> Any:
+    def pair(baseline: Call, fixed: Call, offset: int, scale: int = 1) -> Any:
         return paired_benchmark(
             {"baseline": baseline, "fixed": fixed},
             cpu_core=core,
             seed=seed + offset,
             allow_busy=allow_busy,
+            host=host,
             **{**design, "blocks": blocks * scale},
         )
 
@@ -397,19 +419,19 @@ def run_selftest(
     resolution = stats.median_of_block_medians(floor) if floor else 0.0
     checks = [_recovery_check("arithmetic", spin, delay_us, resolution, tolerance)]
 
-    with isolated(core):
+    with carriers.pinned(core):
         rate = carriers.hash_ns_per_byte()
-        small = carriers.bytes_for_us(base_us / 2.0, rate)
-        extra = carriers.bytes_for_us(base_us / 10.0, rate)
+        small = bytes_for_us(base_us / 2.0, rate)
+        extra = bytes_for_us(base_us / 10.0, rate)
         slow, fast = carriers.hash_work(small + extra), carriers.hash_work(small)
     tried: list[int] = []
     for round_ in range(REAL_WORK_ROUNDS):
-        with isolated(core):
-            before = carriers.difference_us(slow, fast)
-        log = carriers.CallLog()
+        with carriers.pinned(core):
+            before = difference_us(slow, fast)
+        log = CallLog()
         work = pair(log.carrier("baseline", slow), log.carrier("fixed", fast), 1, 2**round_)
-        with isolated(core):
-            after = carriers.difference_us(slow, fast)
+        with carriers.pinned(core):
+            after = difference_us(slow, fast)
         truth = (before.difference_us + after.difference_us) / 2.0
         drift = abs(before.difference_us - after.difference_us) / 2.0
         widen = max(resolution, math.hypot(before.spread_us, after.spread_us) + drift)
@@ -421,10 +443,10 @@ def run_selftest(
     checks.append(_schedule_check(log, work, warmup, iterations))
     checks.append(_interval_check(work))
 
-    with isolated(core):
-        light = carriers.hash_work(carriers.bytes_for_us(base_us / 10.0))
-        slept = carriers.chain(light, carriers.sleep_us(SLEEP_US))
-        wall = carriers.difference_us(slept, light).difference_us
+    with carriers.pinned(core):
+        light = carriers.hash_work(bytes_for_us(base_us / 10.0, carriers.hash_ns_per_byte()))
+        slept = chain(light, carriers.sleep_us(SLEEP_US))
+        wall = difference_us(slept, light).difference_us
     off_cpu = pair(slept, light, 2)
     host, cpu = _column_medians(off_cpu, 0), _column_medians(off_cpu, 1)
     recovered = off_cpu.host_us["baseline"] - off_cpu.host_us["fixed"]

@@ -6,6 +6,9 @@ statistics and the host-stability verdict) in this process, with every clock and
 ``/proc`` read answered by a ``SimulatedHost`` instead of the machine, and returns the
 ``RunResult`` that ``run`` returns (nothing is written to disk). The same seed gives the
 same result, bit for bit; a default-design run takes well under a second.
+``simulate_pair`` does the same for ``runner.paired_benchmark``, and
+``simulate_selftest`` for the kit's self-test (``selftest.run_selftest``), its carriers'
+work spent on the simulated host.
 
 What the model holds (``SimulatedHost``; docs/development.md, "The simulated host"):
 
@@ -39,13 +42,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from embedbench.cases import CASES, VARIANTS, expected_lookups
 from embedbench.config import RunConfig
 from embedbench.harness import bandwidth, clock
+from embedbench.harness.carriers import Call, Carriers, sleep_us
 from embedbench.harness.interrupts import StopFlag
 from embedbench.harness.ioguard import IoReading
 from embedbench.harness.isolation import ContentionReading, check_contention
@@ -64,14 +68,19 @@ from embedbench.measure import (
 from embedbench.omni import checkpoint, families
 from embedbench.report.results import RunResult
 
+if TYPE_CHECKING:
+    from embedbench.selftest import SelfTestResult
+
 __all__ = [
     "DEFAULT_WORK",
     "Neighbour",
     "SimulatedHost",
     "Simulation",
     "Work",
+    "sim_carriers",
     "simulate_pair",
     "simulate_run",
+    "simulate_selftest",
     "simulation",
     "spender",
 ]
@@ -235,6 +244,16 @@ class SimClock:
 
     def minor_faults(self) -> int | None:
         return 0
+
+    def spin(self, duration_us: float) -> None:
+        """A deadline spin of ``duration_us`` (``carriers.spin_us``), its reads' outcome
+        without their count: the read that sets the deadline, the wait on the CPU, and
+        the read that ends it, the first past the deadline (by a uniform share of one
+        read). No noise or burst lands on it."""
+        deadline = self.perf_ns() + duration_us * 1e3
+        read = self.host.perf_read_ns
+        self._on_cpu(max(0.0, deadline - self.t_ns - read * self.rng.random()))
+        self.perf_ns()
 
     # -- the cost model -------------------------------------------------------------------
 
@@ -706,6 +725,63 @@ def simulate_pair(
         design.setdefault("cpu_core", 0)
         with clock.using(sim.clock):
             return paired_benchmark(variants, host=run_host, **design)
+    finally:
+        sim.close()
+
+
+# The self-test's hash work on the simulated host: BLAKE2b's cost per byte, and the share
+# of it that is memory time (the hash is compute-bound: a neighbour barely slows it).
+HASH_NS_PER_BYTE = 1.0
+HASH_MEMORY_SHARE = 0.1
+
+
+def sim_carriers(sim: SimClock) -> Carriers:
+    """The self-test's carriers on ``sim``: hash work that spends ``HASH_NS_PER_BYTE`` a
+    byte of simulated ``Work`` (noise, fluctuation, drift, outliers, bursts and the
+    neighbour land on it as on the measured forms), spins on the simulated clock
+    (``SimClock.spin``), sleeps on whichever clock is in force, and no pinning."""
+
+    def spinner(duration_us: float) -> Call:
+        def call() -> None:
+            sim.spin(duration_us)
+
+        return call
+
+    def hash_work(nbytes: int) -> Call:
+        work = Work.of(nbytes * HASH_NS_PER_BYTE / 1e3, HASH_MEMORY_SHARE)
+
+        def call() -> None:
+            sim.spend(work, timed=True)
+
+        return call
+
+    return Carriers(
+        spinner=spinner,
+        hash_work=hash_work,
+        sleep_us=sleep_us,
+        pinned=lambda _core: contextlib.nullcontext(),
+    )
+
+
+def simulate_selftest(
+    host: SimulatedHost, seed: int, delay_us: float = 20.0, **design: Any
+) -> SelfTestResult:
+    """``selftest.run_selftest(delay_us, **design)`` on a fresh simulated ``host``, in this
+    process: every pair, calibration loop and probe on its clock (``sim_carriers``).
+    ``seed`` seeds the host and the self-test's block schedules; the same seed gives the
+    same result, bit for bit."""
+    from embedbench.selftest import run_selftest
+
+    sim = Simulation(host, seed)
+    try:
+        sim.clock.run_speed = math.exp(host.run_regime * sim.rng.normal())
+        sim.clock.drift_phase = float(sim.rng.uniform(0, 2 * math.pi))
+        run_host = SimRunHost(sim.clock, sim.workdir / "host-reference.json")
+        design.setdefault("cpu_core", 0)
+        with clock.using(sim.clock):
+            return run_selftest(
+                delay_us, seed=seed, carriers=sim_carriers(sim.clock), host=run_host, **design
+            )
     finally:
         sim.close()
 

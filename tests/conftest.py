@@ -68,6 +68,7 @@ TIERS = {
         "test_neighbour.py",
         "test_host_reference.py",
         "test_sim.py",  # the simulated host: the pipeline in process, no real timing
+        "test_sim_selftest.py",  # the self-test on the simulated host: seconds, no real timing
         "test_parentwatch.py",  # the parent meter on this process's own I/O: no run
         "test_preemption.py",  # the preempted share, on records built in memory
         "test_exiting.py",  # exit_now in a subprocess: no run

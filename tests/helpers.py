@@ -155,7 +155,7 @@ class StepClock:
     jitter of sigma ``jitter``), spends (``spend``) or sleeps. So what a pair of calls
     costs is planted, and every timing the harness makes of it is the same on every
     machine. ``time`` stands in for the ``time`` module's clocks on the same time, for
-    code that reads them directly (a factory's spins, the self-test's carriers)."""
+    code that reads them directly (a factory's spins)."""
 
     def __init__(self, seed: int = 0, *, read_ns: int = 100, jitter: float = 0.05) -> None:
         self.rng = random.Random(seed)

@@ -10,7 +10,12 @@
   really ran them in can be checked against what its records say.
 
 ``difference_us`` measures what a carrier pair differs by in the plainest way, outside
-the harness: alternate single calls timed with ``perf_counter_ns``, median per side.
+the harness: alternate single calls timed with the wall clock, median per side.
+
+Every read of time here (the spins' deadlines, the sleeps, the rate probe and the
+calibration loop) goes through the one clock seam, ``harness.clock.now()``: the host's
+own clocks, or whatever clock ``clock.using`` has put in place. ``Carriers`` bundles what
+the self-test uses (``REAL_CARRIERS``; ``embedbench.sim`` has a simulated host's).
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from __future__ import annotations
 import hashlib
 import random
 import statistics
-import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
+from embedbench.harness import clock
 from embedbench.harness.ledger import CALLS_PER_LEDGER
 from embedbench.harness.robust import robust_sd
 
@@ -31,14 +38,17 @@ __all__ = [
     "CALIBRATION_ROUNDS",
     "PROBE_BYTES",
     "PROBE_REPEATS",
+    "REAL_CARRIERS",
     "Calibration",
     "Call",
     "CallLog",
+    "Carriers",
     "bytes_for_us",
     "chain",
     "difference_us",
     "hash_ns_per_byte",
     "hash_work",
+    "pinned",
     "sleep_us",
     "spin_us",
     "spinner",
@@ -51,10 +61,11 @@ _buffer = b""
 
 
 def spin_us(duration_us: float) -> None:
-    """Busy-wait until ``duration_us`` microseconds have passed (perf_counter_ns deadline)."""
-    clock = time.perf_counter_ns
-    deadline = clock() + round(duration_us * 1000.0)
-    while clock() < deadline:
+    """Busy-wait until ``duration_us`` microseconds have passed (a deadline on the wall
+    clock in force, ``clock.now().perf_ns``)."""
+    read = clock.now().perf_ns
+    deadline = read() + round(duration_us * 1000.0)
+    while read() < deadline:
         pass
 
 
@@ -93,16 +104,17 @@ CALIBRATION_ROUNDS = 9
 CALIBRATION_PAIRS = 21
 
 
-def hash_ns_per_byte() -> float:
-    """This core's BLAKE2b cost in ns per byte: the median of ``PROBE_REPEATS`` timed probes."""
-    probe = hash_work(PROBE_BYTES)
+def hash_ns_per_byte(work: Callable[[int], Call] | None = None) -> float:
+    """This core's BLAKE2b cost in ns per byte: the median of ``PROBE_REPEATS`` timed probes
+    (of ``work``, a carrier like ``hash_work``, which it defaults to)."""
+    probe = (work or hash_work)(PROBE_BYTES)
     probe()
-    clock = time.perf_counter_ns
+    read = clock.now().perf_ns
     times = []
     for _ in range(PROBE_REPEATS):
-        start = clock()
+        start = read()
         probe()
-        times.append(clock() - start)
+        times.append(read() - start)
     return statistics.median(times) / PROBE_BYTES
 
 
@@ -121,11 +133,12 @@ def bytes_for_us(target_us: float, ns_per_byte: float | None = None) -> int:
 
 
 def sleep_us(duration_us: float) -> Call:
-    """A zero-argument call that sleeps (off the CPU) for at least ``duration_us``."""
+    """A zero-argument call that sleeps (off the CPU) for at least ``duration_us``, on the
+    clock in force when it is called."""
     seconds = duration_us / 1e6
 
     def call() -> None:
-        time.sleep(seconds)
+        clock.now().sleep(seconds)
 
     return call
 
@@ -156,7 +169,7 @@ def difference_us(slow: Call, fast: Call) -> Calibration:
     difference of the per-round medians, then the median over rounds. ``spread_us`` is a
     standard error of that median from the rounds' spread (1.4826 · MAD / √rounds · 1.25).
     """
-    clock = time.perf_counter_ns
+    read = clock.now().perf_ns
     slow(), fast()
     per_round = []
     for _ in range(CALIBRATION_ROUNDS):
@@ -164,9 +177,9 @@ def difference_us(slow: Call, fast: Call) -> Calibration:
         for i in range(2 * CALIBRATION_PAIRS):
             side = i % 2
             fn = slow if side == 0 else fast
-            start = clock()
+            start = read()
             fn()
-            times[side].append(clock() - start)
+            times[side].append(read() - start)
         per_round.append((statistics.median(times[0]) - statistics.median(times[1])) / 1e3)
     centre = statistics.median(per_round)
     error = 1.25 * robust_sd(per_round, centre) / CALIBRATION_ROUNDS**0.5
@@ -205,3 +218,29 @@ class CallLog:
         firsts = [chunk[0] for chunk in chunks]
         orders = [tuple(firsts[i : i + 2]) for i in range(0, len(firsts), 2)]
         return orders if all(len(set(order)) == 2 for order in orders) else None
+
+
+def pinned(core: int) -> AbstractContextManager[Any]:
+    """``isolation.isolated(core)``: the calling thread pinned to ``core`` and isolated
+    (imported here, late: the isolation imports torch)."""
+    from embedbench.harness.isolation import isolated
+
+    return isolated(core)
+
+
+@dataclass(frozen=True)
+class Carriers:
+    """What the self-test times, and how it pins its own loops: this host's carriers
+    (``REAL_CARRIERS``), or another's, such as a simulated host's (``embedbench.sim``)."""
+
+    spinner: Callable[[float], Call] = spinner
+    hash_work: Callable[[int], Call] = hash_work
+    sleep_us: Callable[[float], Call] = sleep_us
+    pinned: Callable[[int], AbstractContextManager[Any]] = pinned
+
+    def hash_ns_per_byte(self) -> float:
+        """The rate of this bundle's ``hash_work`` (``hash_ns_per_byte`` of it)."""
+        return hash_ns_per_byte(self.hash_work)
+
+
+REAL_CARRIERS = Carriers()

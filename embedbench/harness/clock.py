@@ -3,7 +3,8 @@
 Every read of time while measuring goes through ``now()``: the timed window's wall and
 thread-CPU clocks (``timing``), the canary's reads and probes (``canary``), the
 quiet-host wait's clock and sleep (``measure.HostWatch``), a block's wall-clock edges and
-its page-fault count. ``using(clock)`` puts another clock in place for a body, as
+its page-fault count, and the self-test's carriers (their spins, sleeps and calibration
+loops, ``carriers``). ``using(clock)`` puts another clock in place for a body, as
 ``embedbench.sim`` does to run the kit's own measuring code against a seeded model of a
 host (docs/development.md, "The simulated host"). Outside a simulation it is
 ``REAL_CLOCK``.
