@@ -13,16 +13,21 @@ Each condition runs many seeded simulated runs of the kit's own pipeline and cou
   the share labelled;
 - **bursts**: off-CPU bursts on the measuring core taking about 15 % of its time: the
   share labelled;
-- **toggled**: the neighbour on and off every second: the share labelled.
+- **toggled**: the neighbour on and off every 0.3 s, faster than one worker measures a
+  case: the share labelled; and by period (``TOGGLE_PERIODS``), to show where an
+  in-run contrast stops seeing it: a neighbour that turns over no faster than a worker
+  process lives leaves every worker all busy or all idle, which looks like the
+  workers' own speed regimes (docs/PERFORMANCE.md, "What noisy means").
 
 ``--break RULE`` runs the same with one of the kit's rules deliberately broken, to show
 which promise each rule keeps: ``floor`` (the interval without its block-noise floor),
-``reference`` (no stored quiet reference), ``preempted`` (no preempted-share rule).
+``reference`` (no stored quiet reference), ``preempted`` (no preempted-share rule),
+``neighbour`` (no busy-against-idle contrast).
 
 Targets (docs/method.md, "What the tests promise"): false alarms ≤ 10 %; Text and A/A
 called in ≤ 5 % of unlabelled runs (a binomial test at 1 % that the rate exceeds 5 %);
 every estimate inside its interval; cross-coverage ≥ 0.80 per case; the always-on
-neighbour and the bursts labelled in every run.
+neighbour, the bursts and the fast-toggled neighbour labelled in every run.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import itertools
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import _common as C
@@ -51,8 +56,16 @@ COVERAGE_TARGET = 0.80
 QUIET = SimulatedHost()
 ALWAYS = SimulatedHost(neighbour=Neighbour("always"))
 BURSTS = SimulatedHost(burst_rate_hz=50.0, burst_us=3000.0)
-TOGGLED = SimulatedHost(neighbour=Neighbour("toggled", period_s=1.0))
-BROKEN_RULES = ("floor", "reference", "preempted")
+TOGGLED = SimulatedHost(neighbour=Neighbour("toggled", period_s=0.3))
+TOGGLE_PERIODS = (0.1, 0.3, 1.0, 3.0, 6.0)
+BROKEN_RULES = ("floor", "reference", "preempted", "neighbour")
+# Each condition's host knobs (None: quiet, with the A/A check) and its quiet runs first.
+CONDITIONS: dict[str, tuple[SimulatedHost | None, int]] = {
+    "quiet": (None, 0),
+    "always": (ALWAYS, WARM),
+    "bursts": (BURSTS, 0),
+    "toggled": (TOGGLED, 0),
+}
 
 
 def config(aa: bool = False) -> RunConfig:
@@ -143,14 +156,13 @@ def estimates_outside(runs: Sequence[tuple[int, Any]]) -> list[str]:
 
 def cross_coverage(runs: Sequence[tuple[int, Any]], case: str) -> float:
     """Share of ordered pairs of runs on one host with run j's estimate in run i's interval."""
-    hits = total = 0
-    for _, group in itertools.groupby(runs, key=lambda item: item[0]):
-        rows = [r.summary_row(case, TOKENS) for _, r in group]
-        for a, b in itertools.permutations(rows, 2):
-            low, high = a["reduction_ci95_pct"]
-            hits += low <= b["reduction_pct"] <= high
-            total += 1
+    hits, total = coverage_counts(runs, case)
     return hits / total if total else float("nan")
+
+
+def toggled_every(period_s: float) -> SimulatedHost:
+    """A host whose memory neighbour is on for the first half of every ``period_s``."""
+    return SimulatedHost(neighbour=Neighbour("toggled", period_s=period_s))
 
 
 def share_labelled(runs: Sequence[Any]) -> float:
@@ -174,10 +186,133 @@ def broken(rule: str | None) -> Iterator[None]:
         patch = mock.patch.object(stability, "reference_from", lambda *_a, **_k: None)
     elif rule == "preempted":
         patch = mock.patch.object(stability, "preempted_shares", lambda *_a, **_k: {})
+    elif rule == "neighbour":
+        patch = mock.patch.object(stability, "neighbour_contrast", lambda *_a, **_k: None)
     else:
         raise SystemExit(f"sim_promises: --break takes {', '.join(BROKEN_RULES)}, got {rule!r}")
     with patch:
         yield
+
+
+@dataclass
+class Outcome:
+    """What the promises read of one condition's runs, in counts that add up over hosts
+    (so a condition can be run in parts, in separate processes, and pooled)."""
+
+    runs: int = 0
+    labelled: int = 0
+    text: Calls = Calls(0, 0)
+    aa: Calls = Calls(0, 0)
+    outside: list[str] = field(default_factory=list)
+    coverage: dict[str, tuple[int, int]] = field(default_factory=dict)  # case: (hits, pairs)
+
+    @property
+    def share_labelled(self) -> float:
+        return self.labelled / self.runs if self.runs else 0.0
+
+    def coverage_of(self, case: str) -> float:
+        hits, pairs = self.coverage.get(case, (0, 0))
+        return hits / pairs if pairs else float("nan")
+
+    def __add__(self, other: Outcome) -> Outcome:
+        cases = self.coverage.keys() | other.coverage.keys()
+        return Outcome(
+            self.runs + other.runs,
+            self.labelled + other.labelled,
+            Calls(self.text.called + other.text.called, self.text.runs + other.text.runs),
+            Calls(self.aa.called + other.aa.called, self.aa.runs + other.aa.runs),
+            self.outside + other.outside,
+            {case: _added(self.coverage, other.coverage, case) for case in sorted(cases)},
+        )
+
+
+def _added(
+    first: dict[str, tuple[int, int]], other: dict[str, tuple[int, int]], case: str
+) -> tuple[int, int]:
+    (hits, pairs), (more_hits, more_pairs) = first.get(case, (0, 0)), other.get(case, (0, 0))
+    return hits + more_hits, pairs + more_pairs
+
+
+def coverage_counts(runs: Sequence[tuple[int, Any]], case: str) -> tuple[int, int]:
+    """(hits, ordered pairs) of ``cross_coverage``."""
+    hits = total = 0
+    for _, group in itertools.groupby(runs, key=lambda item: item[0]):
+        rows = [r.summary_row(case, TOKENS) for _, r in group]
+        for a, b in itertools.permutations(rows, 2):
+            low, high = a["reduction_ci95_pct"]
+            hits += low <= b["reduction_pct"] <= high
+            total += 1
+    return hits, total
+
+
+def condition_runs(condition: str, hosts: range, seed: int = 0) -> list[tuple[int, Any]]:
+    """(host index, run) of ``condition`` (``CONDITIONS``) on the hosts ``hosts`` (their
+    seeds are ``seed`` + index, so a range of them runs the same as the whole)."""
+    host, warm = CONDITIONS[condition]
+    runs = []
+    for index in hosts:
+        sim = Simulation(QUIET, seed + index)
+        try:
+            if host is None:
+                runs += [(index, sim.run(config(aa=True))) for _ in range(GROUP)]
+                continue
+            for _ in range(warm):
+                sim.run(config())
+            runs += [(index, sim.run(config(), host)) for _ in range(GROUP)]
+        finally:
+            sim.close()
+    return runs
+
+
+def outcome(condition: str, hosts: range, seed: int = 0, rule: str | None = None) -> Outcome:
+    """The promises' counts of ``condition_runs`` (with ``rule`` broken, if given)."""
+    with broken(rule):
+        runs = condition_runs(condition, hosts, seed)
+    results = [r for _, r in runs]
+    return Outcome(
+        len(results),
+        sum(labelled(r) for r in results),
+        text_calls(runs),
+        aa_calls(runs),
+        estimates_outside(runs),
+        {case: coverage_counts(runs, case) for case in CASES} if condition == "quiet" else {},
+    )
+
+
+def _outcome_part(job: tuple[str, range, int, str | None]) -> tuple[str, Outcome]:
+    condition, hosts, seed, rule = job
+    return condition, outcome(condition, hosts, seed, rule)
+
+
+def outcomes(
+    conditions: Sequence[str],
+    hosts: int,
+    seed: int = 0,
+    *,
+    processes: int = 1,
+    rule: str | None = None,
+) -> dict[str, Outcome]:
+    """Each condition's ``Outcome`` over ``hosts`` hosts, split in halves of hosts over
+    ``processes`` processes (the same counts as one process: every host has its seed)."""
+    half = (hosts + 1) // 2
+    jobs = [
+        (condition, part, seed, rule)
+        for condition in conditions
+        for part in (range(0, half), range(half, hosts))
+        if len(part)
+    ]
+    pooled: dict[str, Outcome] = {condition: Outcome() for condition in conditions}
+    if processes <= 1:
+        parts = map(_outcome_part, jobs)
+        for condition, part in parts:
+            pooled[condition] = pooled[condition] + part
+        return pooled
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        for condition, part in pool.imap(_outcome_part, jobs):
+            pooled[condition] = pooled[condition] + part
+    return pooled
 
 
 # --------------------------------------------------------------------------- main
@@ -192,22 +327,24 @@ def main() -> None:
     p.add_argument("--hosts", type=int, default=20, help="simulated hosts per condition")
     p.add_argument("--seed", type=int, default=0, help="first host's seed")
     p.add_argument("--break", dest="rule", choices=BROKEN_RULES, help="switch one rule off")
+    p.add_argument("--processes", type=int, default=2, help="processes to spread hosts over")
     args = p.parse_args()
     hosts = 3 if args.quick else args.hosts
     session = C.Session("sim_promises", args)
     started = time.perf_counter()
+    found = outcomes(list(CONDITIONS), hosts, args.seed, processes=args.processes, rule=args.rule)
     with broken(args.rule):
-        quiet = quiet_runs(hosts, args.seed)
-        always = neighbour_runs(ALWAYS, hosts, GROUP, WARM, args.seed)
-        bursts = neighbour_runs(BURSTS, hosts, GROUP, 0, args.seed)
-        toggled = neighbour_runs(TOGGLED, hosts, GROUP, 0, args.seed)
-    text, aa = text_calls(quiet), aa_calls(quiet)
-    outside = estimates_outside(quiet)
-    coverage = {case: cross_coverage(quiet, case) for case in CASES}
+        by_period = {
+            period: share_labelled(neighbour_runs(toggled_every(period), hosts, 2, 0, args.seed))
+            for period in TOGGLE_PERIODS
+        }
+    quiet = found["quiet"]
+    text, aa, outside = quiet.text, quiet.aa, quiet.outside
+    coverage = {case: quiet.coverage_of(case) for case in CASES}
     rows = [
         [
             "quiet: labelled (false alarm)",
-            f"{100 * share_labelled([r for _, r in quiet]):.1f} %",
+            f"{100 * quiet.share_labelled:.1f} %",
             f"≤ {100 * FALSE_ALARM_LIMIT:.0f} %",
         ],
         ["quiet: Text called", _fmt_calls(text), f"≤ {100 * CALL_RATE:.0f} % (p ≥ {CALL_TEST_P})"],
@@ -217,11 +354,20 @@ def main() -> None:
             [f"quiet: cross-coverage, {case}", f"{value:.3f}", f"≥ {COVERAGE_TARGET}"]
             for case, value in coverage.items()
         ],
-        ["always-on neighbour: labelled", f"{100 * share_labelled(always):.1f} %", "100 %"],
-        ["bursts: labelled", f"{100 * share_labelled(bursts):.1f} %", "100 %"],
-        ["toggled neighbour: labelled", f"{100 * share_labelled(toggled):.1f} %", "(no target)"],
+        *[
+            [f"{what}: labelled", f"{100 * found[name].share_labelled:.1f} %", "100 %"]
+            for name, what in (
+                ("always", "always-on neighbour"),
+                ("bursts", "bursts"),
+                ("toggled", "neighbour toggled every 0.3 s"),
+            )
+        ],
+        *[
+            [f"toggled every {period:g} s: labelled", f"{100 * share:.0f} %", "(no target)"]
+            for period, share in by_period.items()
+        ],
     ]
-    runs = len(quiet) + len(always) * (WARM + GROUP) // GROUP + len(bursts) + len(toggled)
+    runs = sum(o.runs for o in found.values()) + hosts * WARM + 2 * hosts * len(TOGGLE_PERIODS)
     note = (
         f"{hosts} simulated hosts per condition, {GROUP} runs each (cases {', '.join(CASES)}, "
         f"default design), seeds from {args.seed}; {runs} runs in "
@@ -239,13 +385,12 @@ def main() -> None:
         {
             "rule": args.rule,
             "hosts": hosts,
-            "text": vars(text),
-            "aa": vars(aa),
+            "text": {"called": text.called, "runs": text.runs},
+            "aa": {"called": aa.called, "runs": aa.runs},
             "outside": outside,
             "coverage": coverage,
-            "always": share_labelled(always),
-            "bursts": share_labelled(bursts),
-            "toggled": share_labelled(toggled),
+            **{name: found[name].share_labelled for name in ("always", "bursts", "toggled")},
+            "toggled_by_period": {str(period): share for period, share in by_period.items()},
         },
     )
 

@@ -11,7 +11,7 @@ the threshold (for the rank-sum p: below it) anywhere in the run: any worker, an
 
 Conditions (``benchmarks/sim_promises.py``'s): quiet hosts; off-CPU bursts taking about
 15 % of the measuring core (the probes' off-CPU share, their spread, the waits, the
-preempted share); a memory neighbour toggled every second (the neighbour contrasts, the
+preempted share); a memory neighbour toggled every 0.3 s (the neighbour contrasts, the
 workers' spreads and levels); an always-on neighbour after 5 quiet runs (the stored
 reference).
 """
