@@ -28,6 +28,9 @@ os.environ["EMBEDBENCH_LOCK_DIR"] = _session_dir("embedbench-test-lock-")
 # runs under test are --allow-busy or checked against fakes, so they need not sleep a
 # second per run. Tests of the windows themselves pass them explicitly or unset this.
 os.environ["EMBEDBENCH_CONTENTION_WINDOW_S"] = "0.02"
+# A small buffer for the memory ceiling each run measures first (default: 8 last-level
+# caches, up to 256 MiB, about half a second): runs under test never report the host's.
+os.environ["EMBEDBENCH_CEILING_BUFFER_MIB"] = "4"
 # The stored reference of this host's quiet memory level: never the user's own (the
 # session-wide runs write here; every test gets an empty one of its own, below).
 os.environ["EMBEDBENCH_HOST_REFERENCE"] = str(

@@ -74,8 +74,14 @@ def test_a_bad_ceiling_fails_the_schema(simulated):
         (480 * MIB, ceiling.MAX_BUFFER_BYTES),
     ],
 )
-def test_the_buffer_is_eight_caches_within_its_bounds(cache, buffer):
+def test_the_buffer_is_eight_caches_within_its_bounds(cache, buffer, monkeypatch):
+    monkeypatch.delenv(ceiling.BUFFER_ENV, raising=False)  # the suite sets a small one
     assert ceiling.buffer_size(cache) == buffer
+
+
+def test_the_environment_sets_the_buffer_in_mib(monkeypatch):
+    monkeypatch.setenv(ceiling.BUFFER_ENV, "4")
+    assert ceiling.buffer_size(None) == ceiling.buffer_size(480 * MIB) == 4 * MIB
 
 
 def test_a_copy_moves_its_buffer_twice():
