@@ -209,6 +209,11 @@ class RunConfig:
     aa_check: bool = _param(
         False, "also time each baseline against itself (A/A noise floor)", cli="--aa"
     )
+    counts: bool = _param(
+        False,
+        "after the timing, also count instructions and simulated cache misses per call "
+        "under valgrind (callgrind)",
+    )
     processes: int | None = _param(
         None,
         "fresh worker processes the blocks are spread over; 1: one process; "
@@ -269,6 +274,7 @@ class RunConfig:
         set_(self, "overwrite", _as_bool("overwrite", self.overwrite))
         set_(self, "allow_busy", _as_bool("allow_busy", self.allow_busy))
         set_(self, "aa_check", _as_bool("aa_check", self.aa_check))
+        set_(self, "counts", _as_bool("counts", self.counts))
         set_(
             self,
             "timing_window",

@@ -4,13 +4,15 @@
 guards between them, results); what it asks of the machine goes through a ``RunHost``:
 the host-wide lock, the I/O and contention guards, the cores, the parent's affinity, how
 one share is measured (a fresh worker process, or this process), where this host's
-quiet reference is kept, and the memory system's ceiling on the measuring core.
+quiet reference is kept, the memory system's ceiling on the measuring core, and how the
+forms' instructions are counted (``--counts``).
 ``RealHost`` is the machine; ``embedbench.sim`` has a simulated one, which measures every
 share in this process against a seeded model of a host.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -19,6 +21,7 @@ from typing import Any, Protocol
 
 from embedbench.harness import hostref
 from embedbench.harness.bandwidth import MemoryCeiling, measure_ceiling
+from embedbench.harness.countrun import COUNT_DEVICE, Counts, count_share
 from embedbench.harness.hostlock import host_lock
 from embedbench.harness.interrupts import StopFlag
 from embedbench.harness.ioguard import IoReading, wait_for_quiet_io
@@ -26,7 +29,7 @@ from embedbench.harness.isolation import ContentionReading, allowed_cores, check
 from embedbench.harness.parentcore import ParentAffinity, pinned_away
 from embedbench.measure import Backend, Emit, Share, measure_share
 from embedbench.omni import synthetic
-from embedbench.spawn import EventSink, run_worker
+from embedbench.spawn import EventSink, run_worker, worker_environment
 
 __all__ = ["RealHost", "RunHost", "host_reference_path"]
 
@@ -99,6 +102,19 @@ class RunHost(Protocol):
         events to ``collector``."""
         ...
 
+    def count_calls(
+        self,
+        share: Share,
+        *,
+        measured_device: str,
+        log: Log,
+        env: dict[str, str] | None = None,
+    ) -> Counts:
+        """``--counts``: each form's instructions and simulated cache misses per call, from
+        one counting process under valgrind (``harness.countrun``) on the CPU, after the
+        timing; ``env``: its environment (default: a worker's)."""
+        ...
+
 
 class RealHost:
     """The machine this process runs on."""
@@ -155,6 +171,20 @@ class RealHost:
         env: dict[str, str] | None = None,
     ) -> None:
         run_worker(share, collector, stop, log, spawning=spawning, env=env)
+
+    def count_calls(
+        self,
+        share: Share,
+        *,
+        measured_device: str,
+        log: Log,
+        env: dict[str, str] | None = None,
+    ) -> Counts:
+        counted = dataclasses.replace(share, device=COUNT_DEVICE, worker=0)
+        environment = worker_environment() if env is None else env
+        return count_share(
+            counted.to_json(), measured_device=measured_device, log=log, env=environment
+        )
 
 
 def host_reference_path() -> Path:

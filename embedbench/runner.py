@@ -51,6 +51,8 @@ from embedbench.harness import (
     windows,
 )
 from embedbench.harness.bandwidth import MemoryCeiling
+from embedbench.harness.callgrind import NOT_COUNTED
+from embedbench.harness.countrun import CountError, Counts, check_counts
 from embedbench.harness.design import DERIVED, GIVEN, keyword_spelling
 from embedbench.harness.devices import resolve_device
 from embedbench.harness.hostlock import HostLock
@@ -192,6 +194,8 @@ class PreparedRun:
 def prepare(config: RunConfig, *, log: Log = _stderr) -> PreparedRun:
     """Check every input (device, core, output dir, repo and refs, checkpoint) without
     writing results, and gather the host facts metadata.json records."""
+    if config.counts:  # valgrind, before anything else is checked or measured
+        check_counts()
     device = resolve_device(config.device)
     core = resolve_cpu_core(config.cpu_core)
     started = _utc_now()
@@ -329,6 +333,8 @@ def _metadata(
         "busy_io": io.label,
         "allow_busy": config.allow_busy,
         "aa_check": config.aa_check,
+        # How --counts took its figures (countrun), once they are taken; null without.
+        "counts": None,
         "seed": config.seed,
         "warmup": config.warmup,
         "blocks": config.blocks,
@@ -606,11 +612,32 @@ class _Collector:
             self.log(f"warning: worker {worker} could not count {case}@{tokens}: {event['error']}")
         merged = merge_workers(state.work)
         rows = [
-            {"case": case, "tokens": tokens, "variant": variant, "device": event["device"], **row}
+            {
+                "case": case,
+                "tokens": tokens,
+                "variant": variant,
+                "device": event["device"],
+                **row,
+                **NOT_COUNTED,
+            }
             for variant, row in merged.items()
         ]
         if rows:
             self._writer().set_work(case, tokens, rows)
+
+    def add_counts(self, counts: Counts) -> None:
+        """Each work.json row's instructions and simulated misses per call (null where not
+        counted), and metadata.json's ``counts``: how they were taken."""
+        writer = self._writer()
+        keys = list(dict.fromkeys((r["case"], r["tokens"]) for r in writer.work))
+        for case, tokens in keys:
+            rows = [
+                {**r, **counts.row_fields(case, tokens, r["variant"])}
+                for r in writer.work
+                if (r["case"], r["tokens"]) == (case, tokens)
+            ]
+            writer.set_work(case, tokens, rows)
+        writer.update_metadata(counts=counts.metadata)
 
     @staticmethod
     def _merged_validation(state: _CaseState) -> dict[str, Any]:
@@ -833,26 +860,52 @@ def measure_prepared(
             collector = _Collector(
                 prepared, host, lock, guards, advance, log, affinity, ceiling=ceiling
             )
-            try:
-                with stop_requests() as stop:
-                    if config.processes == 1:
-                        _measure_in_process(prepared, host, collector, stop)
-                    else:
-                        _measure_in_workers(prepared, host, collector, stop, log)
-            except KeyboardInterrupt as exc:  # also RunInterrupted, raised between blocks
-                collector.finish("interrupted")
-                if collector.writer is None:
-                    raise
-                raise RunInterrupted(
-                    f"interrupted ({exc or 'KeyboardInterrupt'}); the {len(collector.completed)} "
-                    f"completed case(s) are kept in {prepared.output_dir}"
-                ) from exc
-            except BaseException as exc:
-                collector.finish("failed", error=f"{type(exc).__name__}: {exc}")
-                raise
+            with _ended_as(collector, prepared), stop_requests() as stop:
+                if config.processes == 1:
+                    _measure_in_process(prepared, host, collector, stop)
+                else:
+                    _measure_in_workers(prepared, host, collector, stop, log)
+        if config.counts:  # once every worker has ended, with the progress bar closed
+            with _ended_as(collector, prepared):
+                _count(prepared, host, collector, log)
         collector.finish("complete")
         collector.keep_reference()
         return collector.result()
+
+
+@contextmanager
+def _ended_as(collector: _Collector, prepared: PreparedRun) -> Iterator[None]:
+    """An interrupt inside ends the run's files as ``interrupted`` (the completed cases
+    kept), any other exception as ``failed``."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:  # also RunInterrupted, raised between blocks
+        collector.finish("interrupted")
+        if collector.writer is None:
+            raise
+        raise RunInterrupted(
+            f"interrupted ({exc or 'KeyboardInterrupt'}); the {len(collector.completed)} "
+            f"completed case(s) are kept in {prepared.output_dir}"
+        ) from exc
+    except BaseException as exc:
+        collector.finish("failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _count(prepared: PreparedRun, host: RunHost, collector: _Collector, log: Log) -> None:
+    """``--counts``, after the timing: each form's instructions and simulated misses per
+    call, from one counting process on the CPU (``harness.countrun``), into work.json and
+    metadata.json. A counting process that fails leaves the timing as it is, and says
+    why in metadata's ``counts``."""
+    if collector.writer is None:
+        return
+    share = prepared.shares()[0]
+    try:
+        counts = host.count_calls(share, measured_device=prepared.device.type, log=log)
+    except CountError as exc:
+        log(f"warning: {exc}; the results keep their timing, without counts")
+        counts = Counts(metadata={"tool": "callgrind", "error": str(exc)})
+    collector.add_counts(counts)
 
 
 def _measure_in_process(
@@ -909,6 +962,9 @@ class PairedResult:
     # Each variant's per-call ledger (docs/format.md, "work.json": a row's fields less
     # case, tokens and variant); None where nothing was counted.
     work: dict[str, dict[str, Any]] | None = None
+    # With ``counts=True``: how the instructions and simulated misses in ``work`` were
+    # taken (metadata.json's ``counts``); None without.
+    counts: dict[str, Any] | None = None
 
     @property
     def host_us(self) -> dict[str, float]:
@@ -949,6 +1005,7 @@ def paired_benchmark(
     timing_window: str = windows.DEFAULT_WINDOW,
     processes: int | None = None,
     host: RunHost | None = None,
+    counts: bool = False,
 ) -> PairedResult:
     """Time two zero-argument callables, ``{"baseline": f, "fixed": g}``, like ``run`` does.
 
@@ -965,7 +1022,9 @@ def paired_benchmark(
     Unset, ``processes`` is RunConfig's: the most, up to 5, that ``blocks // 2`` allows
     (one line on stderr when that is fewer than 5); ``processes_source`` of the result
     says whether it was given or derived. ``host``: where it measures (default: this
-    machine; ``embedbench.sim.simulate_pair`` passes a simulated one).
+    machine; ``embedbench.sim.simulate_pair`` passes a simulated one). ``counts``: after
+    the timing, also count each form's instructions and simulated cache misses per call
+    under valgrind (``work`` and ``counts`` of the result); a factory only.
     """
     host = host if host is not None else RealHost()
     design = {
@@ -978,8 +1037,14 @@ def paired_benchmark(
         "timing_window": timing_window,
     }
     if isinstance(variants, str):
-        config = RunConfig(**design, allow_busy=allow_busy, processes=processes)
+        config = RunConfig(**design, allow_busy=allow_busy, processes=processes, counts=counts)
         return _paired_in_workers(variants, config, host)
+    if counts:
+        raise ConfigError(
+            "counts=True needs a factory: counting runs the forms in another process, under "
+            'valgrind, where callables cannot be sent; pass "package.module:function" (a '
+            "function returning the dict)"
+        )
     if set(variants) != set(VARIANTS):
         raise ConfigError(f"variants must be exactly {list(VARIANTS)}, got {list(variants)}")
     if processes is not None and processes != 1:
@@ -1086,7 +1151,7 @@ class _PairedCollector:
             [WorkerBlockRecord.from_json(r) for r in self.floor],
             host,
             config.processes_source,
-            merge_workers(self.work) or None,
+            {v: {**row, **NOT_COUNTED} for v, row in merge_workers(self.work).items()} or None,
         )
 
 
@@ -1111,7 +1176,11 @@ def _paired_in_workers(spec: str, config: RunConfig, host: RunHost) -> PairedRes
     """A factory's blocks over ``config.processes`` fresh workers, one after the other on
     the measuring core, under the host lock, the I/O guard and the contention guard (both
     again between workers), this process pinned away meanwhile. The factory is imported
-    and called here first, so a bad one is refused before any worker starts."""
+    and called here first, so a bad one is refused before any worker starts. With
+    ``counts``, valgrind is checked first and the forms counted once every worker has
+    ended."""
+    if config.counts:
+        check_counts()
     loaded = load_factory(spec)
     for note in config.design.notes(keyword_spelling):  # a derived processes, once checked
         _stderr(f"paired_benchmark: {note}")
@@ -1135,4 +1204,17 @@ def _paired_in_workers(spec: str, config: RunConfig, host: RunHost) -> PairedRes
                         core, allow_busy=allow_busy, candidates=affinity, window_s=window
                     )
                 host.run_worker(share, collector, stop, _stderr, spawning=parent.spawning, env=env)
-    return collector.result(config)
+        result = collector.result(config)
+        if not config.counts:
+            return result
+        share = _factory_shares(spec, config, core, str(dev))[0]
+        try:
+            counted = host.count_calls(share, measured_device=dev.type, log=_stderr, env=env)
+        except CountError as exc:
+            _stderr(f"paired_benchmark: warning: {exc}; the result keeps its timing, no counts")
+            counted = Counts(metadata={"tool": "callgrind", "error": str(exc)})
+    work = {
+        variant: {**row, **counted.row_fields(FACTORY_CASE, FACTORY_TOKENS, variant)}
+        for variant, row in (result.work or {}).items()
+    }
+    return dataclasses.replace(result, work=work or None, counts=counted.metadata)

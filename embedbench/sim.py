@@ -48,6 +48,7 @@ import numpy as np
 
 from embedbench.cases import CASES, VARIANTS, expected_lookups
 from embedbench.config import RunConfig
+from embedbench.errors import ConfigError
 from embedbench.harness import bandwidth, clock
 from embedbench.harness.carriers import Call, Carriers, sleep_us
 from embedbench.harness.interrupts import StopFlag
@@ -598,6 +599,17 @@ class SimRunHost:
         backend = SimBackend(self.sim, work)
         measure_share(share, collector.handle, check_stop=stop.check, backend=backend)
         collector.worker_finished(share.worker, 0)
+
+    def count_calls(
+        self,
+        share: Share,
+        *,
+        measured_device: str,
+        log: Any,
+        env: dict[str, str] | None = None,
+    ) -> Any:
+        """The simulated host runs no valgrind: a run with counts is refused."""
+        raise ConfigError("the simulated host counts no instructions; simulate without counts")
 
 
 class Simulation:

@@ -88,6 +88,7 @@ TIERS = {
         "test_docs.py",  # links, fenced commands and make targets of README.md and docs/
         "test_ledger.py",  # one call's counted work on the replica and planted operators
         "test_work_report.py",  # work.json, its table, sentence and gate, built in memory
+        "test_callgrind.py",  # callgrind's dumps, hand-written; the refusal without valgrind
         "test_bandwidth.py",  # the memory ceiling on a simulated run and a tiny copy; rates
         "test_work_figures.py",  # work against time and the operators, runs built in memory
     ],

@@ -1,0 +1,158 @@
+"""The counting process of ``--counts``: ``python -m embedbench.counting SPEC_FILE`` (not
+for users), run by ``embedbench.harness.countrun`` under valgrind's callgrind
+(``harness.callgrind.valgrind_command``).
+
+``SPEC_FILE`` is a JSON file: ``share`` (a ``measure.Share``, on the CPU), ``calls`` (per
+form), ``warmup`` (per form) and ``start_instrumentation`` (callgrind started with
+instrumentation off, and this process turns it on once the table is loaded:
+``harness.vgrequest``). It loads the table and builds the forms once, through the share's
+``Backend`` as a timing worker does (the target's cases, or a factory's pair), then, per
+case and length in the share's order: ``warmup`` calls of each form, taking turns, then
+the segments of ``harness.callgrind.segments`` (each form's ``calls`` in two halves:
+baseline, fixed, fixed, baseline), each collected into a dump of its own (torch's
+``_valgrind_toggle``, then ``_valgrind_toggle_and_dump_stats``). A case whose validation
+fails is not counted.
+
+It writes one JSON event per line to stdout: ``ready`` (``pid``: the process whose
+dumps these are; ``personality``: its Linux personality flags), ``counted`` after each
+dump (``case``, ``tokens``, ``variant``, ``part``: the dump's number, ``calls``: the
+calls in it; with ``error`` where a call raised, and ``part`` null where nothing was
+collected), ``skipped`` (a case that failed validation), ``done``; a failure ends with
+an ``error`` event and exit 2 (bad input) or 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from embedbench.errors import EmbedbenchError, one_line
+from embedbench.harness.exiting import exit_now
+
+__all__ = ["EXIT_CRASH", "EXIT_OK", "EXIT_USAGE", "count_forms", "main"]
+
+EXIT_OK = 0
+EXIT_CRASH = 1
+EXIT_USAGE = 2
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def _event_stream() -> TextIO:
+    """A private copy of stdout for events; fd 1 itself then points at stderr."""
+    stream = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    return stream
+
+
+def _personality() -> int | None:
+    """This process's Linux personality flags (None where unreadable)."""
+    try:
+        return int(Path("/proc/self/personality").read_text().strip(), 16)
+    except (OSError, ValueError):
+        return None
+
+
+def _warm_up(forms: dict[str, Callable[[], Any]], rounds: int) -> str | None:
+    """``rounds`` calls of each form, taking turns (the code they share warms up for both
+    alike); the error (one line) where a call raised."""
+    try:
+        for _ in range(rounds):
+            for call in forms.values():
+                call()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {one_line(exc)}"
+    return None
+
+
+def _collect(call: Callable[[], Any], calls: int) -> str | None:
+    """Collect ``calls`` calls of ``call`` into one dump; the error (one line) where a call
+    raised (the dump is taken all the same, so the numbering holds)."""
+    import torch
+
+    torch._C._valgrind_toggle()
+    error = None
+    try:
+        for _ in range(calls):
+            call()
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {one_line(exc)}"
+    torch._C._valgrind_toggle_and_dump_stats()
+    return error
+
+
+def count_forms(spec: dict[str, Any], emit: Emit) -> None:
+    """Load the share of ``spec`` once and count each case's forms (see the module doc)."""
+    import torch
+
+    from embedbench.harness import vgrequest
+    from embedbench.harness.callgrind import segments
+    from embedbench.measure import Share, backend_for
+    from embedbench.omni.targets import VARIANTS
+
+    if not torch._C._valgrind_supported_platform():
+        raise EmbedbenchError(
+            "this torch build cannot toggle callgrind's collection "
+            "(torch._C._valgrind_supported_platform() is False); run without counts"
+        )
+    share = Share.from_json(spec["share"])
+    calls, warmup = int(spec["calls"]), int(spec["warmup"])
+    backend = backend_for(share)
+    loaded = backend.load(share)
+    emit({"event": "ready", "pid": os.getpid(), "personality": _personality()})
+    part = 0
+    with backend.isolated(share.cpu_core):
+        if spec.get("start_instrumentation") and not vgrequest.start_instrumentation():
+            raise EmbedbenchError(
+                "the counting process could not start callgrind's instrumentation "
+                "(no client request reached valgrind); rerun, or report it"
+            )
+        for tokens, case in backend.cases(share):
+            forms, row = backend.case_calls(share, loaded, case, tokens)
+            if row is not None and not row.get("ok"):
+                emit({"event": "skipped", "case": case, "tokens": tokens})
+                continue
+            warm_error = _warm_up({v: forms[v] for v in VARIANTS}, warmup)
+            for variant, n in segments(VARIANTS, calls):
+                event = {"event": "counted", "case": case, "tokens": tokens, "variant": variant}
+                if warm_error:  # nothing collected: no dump
+                    emit({**event, "part": None, "calls": n, "error": warm_error})
+                    continue
+                error = _collect(forms[variant], n)
+                part += 1
+                event.update(part=part, calls=n)
+                emit({**event, "error": error} if error else event)
+            backend.after_case(share)
+    emit({"event": "done"})
+
+
+def main(argv: list[str]) -> int:
+    """Count the forms of the spec file ``argv[0]``; return the exit code."""
+    events = _event_stream()
+
+    def emit(event: dict[str, Any]) -> None:
+        events.write(json.dumps(event) + "\n")
+
+    try:
+        if len(argv) != 1:
+            raise EmbedbenchError("usage: python -m embedbench.counting SPEC_FILE (JSON)")
+        count_forms(json.loads(Path(argv[0]).read_text(encoding="utf-8")), emit)
+    except EmbedbenchError as exc:
+        emit({"event": "error", "kind": "usage", "message": one_line(exc)})
+        return EXIT_USAGE
+    except Exception as exc:
+        traceback.print_exc()
+        emit({"event": "error", "kind": "crash", "message": f"{type(exc).__name__}: {exc}"})
+        return EXIT_CRASH
+    finally:
+        events.flush()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    exit_now(main(sys.argv[1:]))

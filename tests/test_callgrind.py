@@ -1,0 +1,147 @@
+"""harness.callgrind on hand-written callgrind output files: the totals read against the
+events header, the per-call figures and their weights, the valgrind command, and the
+one-line refusal where valgrind is missing."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from embedbench.cli import main
+from embedbench.errors import MissingDependencyError
+from embedbench.harness import callgrind
+
+DUMPS = Path(__file__).parent / "support" / "callgrind"
+
+
+def test_a_dump_reads_its_part_and_the_summary_line_against_the_events_header():
+    dump = callgrind.parse_dump((DUMPS / "callgrind.out.4242.1").read_text())
+    assert dump.part == 1
+    assert dump.totals == {
+        "Ir": 3000,
+        "Dr": 1200,
+        "Dw": 600,
+        "I1mr": 30,
+        "D1mr": 90,
+        "D1mw": 60,
+        "ILmr": 3,
+        "DLmr": 12,
+        "DLmw": 6,
+    }
+
+
+def test_the_totals_line_stands_in_where_there_is_no_summary_and_short_lines_end_in_zeros():
+    text = "events: Ir D1mr D1mw\ntotals: 17 2\n"
+    assert callgrind.parse_dump(text) == callgrind.Dump(0, {"Ir": 17, "D1mr": 2, "D1mw": 0})
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("summary: 1 2 3\n", "events"),
+        ("events: Ir D1mr\n", "summary"),
+        ("events: Ir\nsummary: 1 2\n", "do not match"),
+        ("events: Ir D1mr\nsummary: 1 x\n", "do not match"),
+    ],
+)
+def test_a_file_that_is_not_a_whole_dump_is_refused(text, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        callgrind.parse_dump(text)
+
+
+def test_the_numbered_dumps_of_a_process_are_read_in_order_without_the_one_at_exit():
+    dumps = callgrind.read_dumps(DUMPS, 4242)
+    assert list(dumps) == [1, 2]
+    assert [d.part for d in dumps.values()] == [1, 2]
+    assert dumps[2].totals["Ir"] == 3006
+    assert callgrind.read_dumps(DUMPS, 999) == {}
+
+
+def test_per_call_figures_divide_the_totals_and_weigh_misses_as_cachegrind_does():
+    totals = callgrind.parse_dump((DUMPS / "callgrind.out.4242.1").read_text()).totals
+    figures = callgrind.per_call(totals, 3)
+    assert figures == {
+        "instructions": 1000,  # 3000 / 3
+        "d1_misses": 50,  # (90 + 60) / 3
+        "ll_misses": 6,  # (12 + 6) / 3
+        # (3000 + 10 × (30 + 90 + 60) + 100 × (3 + 12 + 6)) / 3 = (3000 + 1800 + 2100) / 3
+        "est_cycles": 2300,
+    }
+    assert set(figures) == set(callgrind.FIGURES) == set(callgrind.NOT_COUNTED)
+    assert (callgrind.L1_MISS_CYCLES, callgrind.LL_MISS_CYCLES) == (10, 100)
+
+
+def test_per_call_figures_round_to_the_nearest_integer_halves_up():
+    base = dict.fromkeys(callgrind.EVENTS, 0)
+    assert callgrind.per_call({**base, "Ir": 10}, 4)["instructions"] == 3  # 2.5
+    assert callgrind.per_call({**base, "Ir": 9}, 4)["instructions"] == 2  # 2.25
+    assert callgrind.per_call({**base, "Ir": 11}, 4)["instructions"] == 3  # 2.75
+
+
+def test_per_call_needs_the_cache_events_and_a_call():
+    with pytest.raises(ValueError, match="cache-sim"):
+        callgrind.per_call({"Ir": 10}, 1)
+    with pytest.raises(ValueError, match="at least 1"):
+        callgrind.per_call(dict.fromkeys(callgrind.EVENTS, 0), 0)
+
+
+def test_the_counted_calls_come_in_two_halves_in_abba_order():
+    assert callgrind.segments(("baseline", "fixed"), 6) == [
+        ("baseline", 3),
+        ("fixed", 3),
+        ("fixed", 3),
+        ("baseline", 3),
+    ]
+    assert callgrind.segments(("baseline", "fixed"), 1) == [("baseline", 1), ("fixed", 1)]
+    assert sum(n for _v, n in callgrind.segments(("a", "b"), callgrind.CALLS_PER_COUNT)) == (
+        2 * callgrind.CALLS_PER_COUNT
+    )
+
+
+def test_the_command_turns_collection_on_nowhere_simulates_a_fixed_cache_and_dumps_apart(
+    tmp_path,
+):
+    command = callgrind.valgrind_command(
+        "/usr/bin/valgrind", ["python", "-m", "x"], tmp_path, instrument_at_start=False
+    )
+    assert command[:2] == ["/usr/bin/valgrind", "--tool=callgrind"]
+    assert command[-3:] == ["python", "-m", "x"]
+    assert "--instr-atstart=no" in command
+    assert "--collect-atstart=no" in command
+    assert "--cache-sim=yes" in command
+    assert "--LL=33554432,16,64" in command
+    assert f"--callgrind-out-file={tmp_path}/callgrind.out.%p" in command
+    at_start = callgrind.valgrind_command("v", ["p"], tmp_path, instrument_at_start=True)
+    assert "--instr-atstart=yes" in at_start
+
+
+def _no_valgrind_path(tmp_path: Path) -> str:
+    """A PATH with a python3 but no valgrind."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = shutil.which("python3")
+    if python:
+        (bin_dir / "python3").symlink_to(python)
+    return str(bin_dir)
+
+
+def test_without_valgrind_counts_are_refused_in_one_line_saying_how_to_install_it(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PATH", _no_valgrind_path(tmp_path))
+    assert callgrind.find_valgrind() is None
+    with pytest.raises(MissingDependencyError, match="apt-get install valgrind"):
+        callgrind.require_valgrind()
+
+
+def test_run_counts_without_valgrind_exits_2_at_once_with_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", _no_valgrind_path(tmp_path))
+    out = tmp_path / "results"
+    code = main(["run", "--counts", "--model", str(tmp_path / "none"), "--output-dir", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert "valgrind" in lines[0] and "apt-get install valgrind" in lines[0]
+    assert "Traceback" not in captured.err
+    assert not out.exists()
