@@ -329,7 +329,7 @@ def main() -> None:
     p.add_argument("--break", dest="rule", choices=BROKEN_RULES, help="switch one rule off")
     p.add_argument("--processes", type=int, default=2, help="processes to spread hosts over")
     args = p.parse_args()
-    hosts = 3 if args.quick else args.hosts
+    hosts = 1 if args.quick else args.hosts
     session = C.Session("sim_promises", args)
     started = time.perf_counter()
     found = outcomes(list(CONDITIONS), hosts, args.seed, processes=args.processes, rule=args.rule)

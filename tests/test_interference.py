@@ -28,7 +28,6 @@ SPINNER = SimulatedHost(burst_rate_hz=600.0, burst_us=3000.0)
 BURSTS_SAY = (
     "time off the CPU",
     "canary reads disagree",
-    "workers ran at different speeds",
     "probes before",
 )
 

@@ -100,14 +100,14 @@ def test_a_worker_whose_canary_toggles_makes_the_run_noisy():
     assert any("worker 1's canary reads disagree" in r for r in reading.reasons)
 
 
-def test_workers_at_different_speeds_make_the_run_noisy():
-    slower = 1.0 + 2.0 * stability.RUN_LEVEL_LIMIT
-    reads = {0: _quiet(40), 1: _quiet(40, level=700.0 * slower, seed=1)}
+def test_workers_at_different_speeds_are_recorded_not_labelled():
+    # The interval over workers carries their spread; the level is recorded for the
+    # report (and the outlier-worker diagnostic names a worker that stands apart).
+    reads = {0: _quiet(40), 1: _quiet(40, level=700.0 * 1.9, seed=1)}
     reading = stability.assess_host(_records(reads))
-    assert reading.noisy and reading.between_workers == pytest.approx(slower - 1, abs=0.03)
-    assert reading.reasons[0].startswith("the workers ran at different speeds")
-    near = {0: _quiet(40), 1: _quiet(40, level=700.0 * 1.1, seed=1)}
-    assert stability.assess_host(_records(near)).verdict == stability.STABLE
+    assert reading.verdict == stability.STABLE and reading.reasons == []
+    assert reading.between_workers == pytest.approx(0.9, abs=0.03)
+    assert "run_between_workers" not in reading.thresholds
 
 
 def test_reads_are_judged_within_their_case_so_a_slower_case_is_not_noise():

@@ -46,7 +46,7 @@ __all__ = ["PREEMPTED_LIMIT", "WAITING_BY_DESIGN", "WAIT_FLOOR_US", "preempted_s
 # and 28-48 % from the workers they hit in a small one (docs/archive/PERFORMANCE-2026-11.md,
 # "CPU bursts seen in the calls"). At 5 %, over three times the worst quiet reading, the
 # simulated bursts that take about 15 % of the core are labelled in every run, and none
-# of the simulated quiet runs (docs/PERFORMANCE.md, "Thresholds on the simulated host";
+# of the simulated quiet runs (docs/PERFORMANCE.md, "Each threshold's operating point";
 # at 10 % a run in thirty of those bursts got through).
 PREEMPTED_LIMIT = 0.05
 # A block whose median call spends more than this share of its host time off the CPU,

@@ -14,9 +14,9 @@ Pure functions on numbers; no I/O, no torch. Two readings, one rule each:
   block of lookups is about twice one after a block of empty calls (the lookups evict the
   canary's buffers), so reads are compared within their group, one group per worker,
   case, length and scope: each read over its group's median. Stable when, within each
-  worker, those ratios agree (``spread``: p90 − p10) and, case by case, the workers'
-  group medians agree with each other (``between_workers``: the median over cases of
-  slowest over fastest worker, minus 1). A run is noisy too when more than
+  worker, those ratios agree (``spread``: p90 − p10); how far the workers' group medians
+  stand apart is recorded (``between_workers``: the median over cases of slowest over
+  fastest worker, minus 1), not judged. A run is noisy too when more than
   ``WAITED_PROBES_LIMIT`` of its probes were not quiet at once: its workers waited for a
   quiet probe, or measured anyway (``--allow-busy``).
 
@@ -77,7 +77,6 @@ __all__ = [
     "REFERENCE_REASON_START",
     "REFERENCE_SPREADS",
     "REFERENCE_SPREAD_RUNS",
-    "RUN_LEVEL_LIMIT",
     "RUN_SPREAD_LIMIT",
     "STABLE",
     "WAITED_PROBES_LIMIT",
@@ -130,9 +129,12 @@ PROBE_LEVEL_LIMIT = 0.60
 # Within one worker, over its group-normalised canary reads: p90 − p10 (quiet runs: at
 # most 0.35 in any worker).
 RUN_SPREAD_LIMIT = 0.50
-# Between workers: the median over cases of the slowest worker's group median over the
-# fastest's, minus 1 (quiet runs: at most 0.35).
-RUN_LEVEL_LIMIT = 0.45
+# Between workers, the median over cases of the slowest worker's group median over the
+# fastest's, minus 1, is recorded (``between_workers``) and is no rule: workers that run
+# at different speeds widen the interval over workers, which carries that spread, and the
+# outlier-worker diagnostic names one that stands apart. As a rule (above 0.45) it gave
+# 3 of the 4 quiet real runs' false alarms and, on the simulated host, labelled no run
+# that another rule did not (docs/PERFORMANCE.md, "Each threshold's operating point").
 # More probes than this that were not quiet at their first burst of reads (so the worker
 # waited, or measured anyway with --allow-busy) make the run noisy (quiet runs: at most 3
 # of their 35 at the old probe limits; under CPU bursts on the measuring core: 11).
@@ -639,7 +641,6 @@ def _thresholds() -> dict[str, float]:
         "probe_level": PROBE_LEVEL_LIMIT,
         "probe_off_cpu": PROBE_OFF_CPU_LIMIT,
         "run_spread": RUN_SPREAD_LIMIT,
-        "run_between_workers": RUN_LEVEL_LIMIT,
         "neighbour_effect": NEIGHBOUR_EFFECT_LIMIT,
         "neighbour_p": NEIGHBOUR_P_LIMIT,
         "reference_level": REFERENCE_LEVEL_LIMIT,
@@ -656,7 +657,6 @@ def assess_host(
     other_cores_busy: Mapping[str, float | None] | None = None,
     reference: HostReference | None = None,
     spread_limit: float = RUN_SPREAD_LIMIT,
-    level_limit: float = RUN_LEVEL_LIMIT,
 ) -> HostStability:
     """The run's verdict from the canary reads of its records and its probes' readings.
 
@@ -676,13 +676,7 @@ def assess_host(
         for w in workers
         if w.spread > spread_limit
     ]
-    between, worst = _between_workers(groups)
-    if between is not None and between > level_limit:
-        reasons.append(
-            f"the workers ran at different speeds: the slowest worker's canary "
-            f"{100 * between:.0f} % above the fastest's, the median over cases (most at "
-            f"{worst}; limit {100 * level_limit:.0f} %)"
-        )
+    between, _worst = _between_workers(groups)
     preempted = preempted_shares(records)
     lost = _preempted_reason(preempted, PREEMPTED_LIMIT)
     if lost:
@@ -721,7 +715,6 @@ def assess_host(
         thresholds={
             **_thresholds(),
             "run_spread": spread_limit,
-            "run_between_workers": level_limit,
         },
         canary_reads=sum(len(v) for v in groups.values()),
         neighbour=None if neighbour is None else neighbour.to_json(),
