@@ -419,6 +419,22 @@ def test_a_version_4_dir_reads_as_version_5_has_it(small_run_dir, tmp_path):
     )
 
 
+def test_a_version_6_dir_reads_as_version_7_has_it(small_run_dir, tmp_path):
+    """Before 7: work.json's rows have no instructions or simulated misses per call."""
+    figures = ("instructions", "d1_misses", "ll_misses", "est_cycles")
+    new = load_results(small_run_dir)
+    assert new.work and all(row[name] is None for row in new.work for name in figures)
+    old = _copy(small_run_dir, tmp_path / "v6")
+    _edit(old / "metadata.json", lambda meta: meta.update(schema_version=6))
+    _edit(old / "work.json", lambda rows: [row.pop(name) for row in rows for name in figures])
+    inspect_results_dir(old)
+    read = load_results(old)
+    assert read.work == new.work
+    assert tables.to_pr_markdown(tables.pr_table(read)) == tables.to_pr_markdown(
+        tables.pr_table(new)
+    )
+
+
 @pytest.mark.parametrize("jsonschema_present", [True, False], ids=["checked", "unchecked"])
 def test_a_dir_newer_than_the_code_is_refused_in_one_line(
     small_run_dir, tmp_path, monkeypatch, jsonschema_present

@@ -358,3 +358,115 @@ def test_runs_of_other_code_or_torch_are_not_held_to_the_same_ledger(simulated):
     }
     [note] = sections.work_comparison(runs)
     assert "no ledger compared" in note.text
+
+
+# -- instructions and simulated misses per call (--counts) ---------------------------------
+
+# Per call, as a counted run of the embedded default has them (multimodal: one lookup
+# fewer; Text: the same code, a few dozen instructions apart).
+COUNTED = {
+    "baseline": {"instructions": 5_652_120, "d1_misses": 281_000, "ll_misses": 140_000},
+    "fixed": {"instructions": 4_730_750, "d1_misses": 150_000, "ll_misses": 9_000},
+}
+TEXT_COUNTED = {"instructions": 929_400, "d1_misses": 139_000, "ll_misses": 8_000}
+COUNTS_METADATA = {"tool": "callgrind", "calls_per_count": 6, "device": "cpu"}
+
+
+def _figures(counted: dict) -> dict:
+    cycles = counted["instructions"] + 10 * counted["d1_misses"] + 100 * counted["ll_misses"]
+    return {**counted, "est_cycles": cycles}
+
+
+def _count(rows: list[dict]) -> None:
+    for row in rows:
+        counted = TEXT_COUNTED if row["case"] == "text" else COUNTED[row["variant"]]
+        row.update(_figures(counted))
+    _row(rows, "text", "fixed")["instructions"] += 450  # +0.05 %: the same within 0.1 %
+
+
+def _counted(simulated: RunResult, measured_device: str = "cpu") -> RunResult:
+    rows = [dict(r) for r in simulated.work]
+    _count(rows)
+    counts = {**COUNTS_METADATA, "measured_device": measured_device}
+    metadata = {**simulated.metadata, "counts": counts}
+    return RunResult(None, metadata, [], [], simulated.summary, [], rows)
+
+
+def test_a_run_without_counts_writes_the_four_figures_null(simulated):
+    for row in simulated.work:
+        assert [row[name] for name in work.COUNT_COLUMNS] == [None] * 4
+    assert simulated.metadata["counts"] is None
+    assert list(work.work_table(simulated).columns) == list(work.WORK_COLUMNS)
+
+
+def test_counted_figures_round_trip_through_the_files(simulated, run_dir):
+    _edit_work(run_dir, _count)
+    assert WORK in inspect_results_dir(run_dir).files
+    rows = load_results(run_dir).work
+    assert _row(rows, "audio", "baseline")["instructions"] == 5_652_120
+    assert _row(rows, "text", "fixed")["est_cycles"] == 929_400 + 10 * 139_000 + 100 * 8_000
+    _edit_work(run_dir, lambda rows: rows[1].update(instructions=-5))
+    with pytest.raises(OutputDirError, match=r"work\.json\[1\]\.instructions"):
+        inspect_results_dir(run_dir)
+
+
+def test_a_version_6_dir_reads_with_the_four_figures_null(simulated, tmp_path):
+    old = _write(simulated, tmp_path / "v6", version=6)
+    _edit_work(old, lambda rows: [row.pop(name) for row in rows for name in work.COUNT_COLUMNS])
+    assert "instructions" not in json.loads((old / WORK).read_text())[0]
+    result = load_results(old)
+    assert result.work == simulated.work
+    assert all(row["instructions"] is None for row in result.work)
+    assert list(work.work_table(result).columns) == list(work.WORK_COLUMNS)
+
+
+def test_the_table_shows_the_counted_figures_with_their_exact_delta(simulated):
+    table = work.work_table(_counted(simulated)).set_index("Input")
+    assert list(table.columns)[-4:] == ["Instructions", "D1 misses", "LL misses", "Est. cycles"]
+    audio, text = table.loc["Audio"], table.loc["Text"]
+    assert audio["Instructions"] == "5,652,120 → 4,730,750 (-921,370, -16.3 %)"
+    assert audio["LL misses"] == "140,000 → 9,000 (-131,000, -93.6 %)"
+    assert text["Instructions"] == "929,400 → 929,850 (+450, +0.05 %)"
+    assert text["D1 misses"] == "139,000 → 139,000 (same)"
+    # A form the counting process could not count is n/a; the other cases keep theirs.
+    rows = [dict(r) for r in _counted(simulated).work]
+    _row(rows, "video", "fixed").update(dict.fromkeys(work.COUNT_COLUMNS))
+    partial = work.work_table(RunResult(None, simulated.metadata, [], [], [], [], rows))
+    assert partial.set_index("Input").loc["Video", "Instructions"] == "n/a"
+
+
+def test_the_sentence_and_the_pr_comment_carry_the_instructions(simulated):
+    counted = _counted(simulated)
+    sentence = work.work_sentence(counted)
+    assert sentence.endswith(
+        "; 16 % fewer instructions per call in 5 of 6 cases, the same instructions within "
+        "0.1 % in Text (counted under valgrind)."
+    )
+    on_gpu = work.work_sentence(_counted(simulated, measured_device="cuda"))
+    assert on_gpu.endswith("(counted under valgrind on the CPU copy of the cuda run's forms).")
+    comment = prcomment.comment_markdown(counted)
+    header = [line for line in comment.splitlines() if line.startswith("| Input | Lookups")]
+    assert header == [WORK_HEADER + " Instructions | D1 misses | LL misses | Est. cycles |"]
+    assert sentence in comment
+
+
+def test_the_gate_takes_instructions_beyond_a_tenth_of_a_percent_not_the_misses(run_dir, capsys):
+    _edit_work(run_dir, _count)  # Text's fixed form: +0.05 % instructions, within the floor
+    assert _gate(run_dir, capsys)[0] == 0
+
+    def more_misses(rows: list[dict]) -> None:  # simulated: not gated
+        _row(rows, "image", "fixed").update(d1_misses=10**9, ll_misses=10**9, est_cycles=10**12)
+
+    _edit_work(run_dir, more_misses)
+    assert _gate(run_dir, capsys)[0] == 0
+
+    def more_instructions(rows: list[dict]) -> None:
+        _row(rows, "text", "fixed")["instructions"] = 929_400 + 1_000  # +0.11 %
+
+    _edit_work(run_dir, more_instructions)
+    code, out, _ = _gate(run_dir, capsys)
+    assert code == 1
+    assert out == [
+        f"gate: FAIL Text @ {TOKENS} tokens: instructions per call 929,400 → 930,400 (+0.1 %)"
+    ]
+    assert _gate(run_dir, capsys, "--max-increase", "0.2")[0] == 0

@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from embedbench.errors import MissingDependencyError
+from embedbench.harness.callgrind import FIGURES as COUNTED_PER_CALL
 from embedbench.harness.design import DERIVED, GIVEN
 from embedbench.harness.timing import AA_SCOPE
 
@@ -68,8 +69,12 @@ __all__ = [
 # does, counted exactly (operators, bytes, syncs, kernels; docs/format.md, "work.json");
 # an older directory reads with none (``upgrades``). Optional in 6: metadata's
 # ``memory_ceiling`` (the streaming-copy ceiling on the measuring core).
-SCHEMA_VERSION = 6
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+# 7: every work.json row carries each form's instructions and simulated cache misses per
+# call (``instructions``, ``d1_misses``, ``ll_misses``, ``est_cycles``), counted under
+# valgrind with --counts and null without; metadata's ``counts`` says how they were
+# taken. An older row reads with the four null (``upgrades``).
+SCHEMA_VERSION = 7
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 # What ``refs`` and ``versions`` hold beside the original script's top-level fields.
 OWN_REFS = ("baseline_sha", "candidate_ref", "candidate_sha")
 PR_VERSION_KEYS = ("torch", "vllm", "transformers")
@@ -192,6 +197,8 @@ _WORK_ROW = {
         "syncs": _COUNT,
         "kernels": {"type": ["integer", "null"], "minimum": 0},
         "workers_agree": {"type": "boolean"},
+        # Schema 7 on, null where not counted (--counts); older rows lack them.
+        **{name: {"type": ["integer", "null"], "minimum": 0} for name in COUNTED_PER_CALL},
     },
 }
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from embedbench.errors import OutputDirError
+from embedbench.harness.callgrind import FIGURES
 from embedbench.harness.timing import AA_SCOPE
 from embedbench.report.compat import upgrade_duplicated, upgrade_headline, with_timing_window
 from embedbench.report.schema import SCHEMA_VERSION
@@ -74,12 +75,20 @@ def _to_6(files: ResultFiles) -> ResultFiles:
     return dataclasses.replace(files, work=[])
 
 
+def _to_7(files: ResultFiles) -> ResultFiles:
+    # Instructions and simulated misses per call are new: a row made before them was not
+    # counted under valgrind, and reads with the four null.
+    work = [{**dict.fromkeys(FIGURES), **row} for row in files.work]
+    return dataclasses.replace(files, work=work)
+
+
 STEPS: dict[int, Callable[[ResultFiles], ResultFiles]] = {
     2: _to_2,
     3: _to_3,
     4: _to_4,
     5: _to_5,
     6: _to_6,
+    7: _to_7,
 }
 
 

@@ -5,7 +5,10 @@ notebook's check that runs of the same code counted the same (docs/format.md,
 
 Each form's work is counted from one call, outside any timed window, so the numbers are
 exact and the same on every rerun of the same code: they say what the fixed form no
-longer does, beside how much faster it is. Nothing here imports torch.
+longer does, beside how much faster it is. A run with ``--counts`` also has each form's
+instructions and simulated cache misses per call (counted under valgrind after the
+timing, on the CPU), shown in columns of their own where present. Nothing here imports
+torch.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ from embedbench.report.results import RunResult
 from embedbench.report.tables import family_of, input_label, table_order
 
 __all__ = [
+    "COUNT_COLUMNS",
     "LOOKUP_OP",
+    "SAME_INSTRUCTIONS_PCT",
     "WORK_COLUMNS",
     "CaseWork",
     "case_work",
+    "counted_columns",
     "format_bytes",
     "ledger_differences",
+    "relative_change",
     "same_code",
     "work_sentence",
     "work_table",
@@ -37,7 +44,19 @@ __all__ = [
 # The operator a text lookup dispatches: the embedding gather.
 LOOKUP_OP = "aten.embedding"
 WORK_COLUMNS = ("Input", "Lookups", "Operators", "Written", "Allocated", "Syncs")
+# The figures counted under valgrind (--counts; docs/format.md, "Instructions and cache
+# misses per call"): each one's column, shown where some form has it.
+COUNT_COLUMNS = {
+    "instructions": "Instructions",
+    "d1_misses": "D1 misses",
+    "ll_misses": "LL misses",
+    "est_cycles": "Est. cycles",
+}
 _NUMBER_WORDS = {1: "one", 2: "two", 3: "three"}
+# Two forms whose instructions per call differ by no more than this (in percent) run the
+# same instructions: the interpreter and the allocator move a few dozen instructions
+# between two functions that do the same work (Text's forms differ by about 0.05 %).
+SAME_INSTRUCTIONS_PCT = 0.1
 
 
 @dataclass(frozen=True)
@@ -112,6 +131,32 @@ def _count_cell(work: CaseWork, quantity: str) -> str:
     return f"{before:,} → {after:,} ({_signed(after - before)})"
 
 
+def _counted_cell(work: CaseWork, quantity: str) -> str:
+    """``5,652,120 → 4,730,750 (-921,370, -16.3 %)``: the delta exact, and relative."""
+    before, after = work.value("baseline", quantity), work.value("fixed", quantity)
+    if before is None or after is None:
+        return "n/a"
+    delta = after - before
+    if delta == 0:
+        return f"{before:,} → {after:,} (same)"
+    share = f", {_signed_pct(100.0 * delta / before)}" if before else ""
+    return f"{before:,} → {after:,} ({delta:+,}{share})"
+
+
+def _signed_pct(pct: float) -> str:
+    """``-16.3 %``; below 1 % in size, two decimals (``+0.05 %``)."""
+    return f"{pct:+.2f} %" if abs(pct) < 1 else f"{pct:+.1f} %"
+
+
+def counted_columns(cases: Sequence[CaseWork]) -> list[str]:
+    """The figures counted under valgrind that some form of ``cases`` has, in order."""
+    return [
+        quantity
+        for quantity in COUNT_COLUMNS
+        if any(w.value(v, quantity) is not None for w in cases for v in ("baseline", "fixed"))
+    ]
+
+
 def _bytes_cell(work: CaseWork, quantity: str) -> str:
     """``25.22 MB → 16.81 MB (-8,410,272 B)``: the delta exact, in bytes."""
     before, after = work.value("baseline", quantity), work.value("fixed", quantity)
@@ -123,12 +168,20 @@ def _bytes_cell(work: CaseWork, quantity: str) -> str:
 def work_table(result: RunResult) -> pd.DataFrame:
     """One row per case (and length, when several): each form's lookups, operators,
     bytes written and allocated, syncs (and, on CUDA, kernels) as ``before → after
-    (delta)``, the delta exact. A case whose workers counted differently says so."""
+    (delta)``, the delta exact; with ``--counts``, its instructions, simulated misses and
+    estimated cycles per call too (``COUNT_COLUMNS``, with the relative delta). A case
+    whose workers counted differently says so."""
     cases = case_work(result)
     several = len({w.tokens for w in cases}) > 1
     kernels = any(w.value(v, "kernels") is not None for w in cases for v in ("baseline", "fixed"))
     disagree = any(not w.workers_agree for w in cases)
-    columns = [*WORK_COLUMNS, *(["Kernels"] if kernels else []), *(["Workers"] if disagree else [])]
+    counted = counted_columns(cases)
+    columns = [
+        *WORK_COLUMNS,
+        *(["Kernels"] if kernels else []),
+        *(COUNT_COLUMNS[q] for q in counted),
+        *(["Workers"] if disagree else []),
+    ]
     data = []
     for work in cases:
         row = {
@@ -141,6 +194,8 @@ def work_table(result: RunResult) -> pd.DataFrame:
         }
         if kernels:
             row["Kernels"] = _count_cell(work, "kernels")
+        for quantity in counted:
+            row[COUNT_COLUMNS[quantity]] = _counted_cell(work, quantity)
         if disagree:
             row["Workers"] = "agree" if work.workers_agree else "DIFFER"
         data.append(row)
@@ -202,6 +257,46 @@ def _steady_clause(cases: Sequence[CaseWork], quantity: str, noun: str) -> str |
     return f"{noun} differ ({named})"
 
 
+def _pct_span(values: Sequence[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.0f} %" if round(low) == round(high) else f"{low:.0f} to {high:.0f} %"
+
+
+def relative_change(work: CaseWork, quantity: str) -> float | None:
+    """Fixed against baseline in percent (None where either is not counted or the
+    baseline is 0)."""
+    before, delta = work.value("baseline", quantity), work.delta(quantity)
+    return None if not before or delta is None else 100.0 * delta / before
+
+
+def _instructions_clause(result: RunResult, cases: Sequence[CaseWork]) -> str | None:
+    """``15 to 19 % fewer instructions per call in 5 of 6 cases, the same within 0.1 % in
+    Text (counted under valgrind)`` (None where not counted)."""
+    counted = [(w, r) for w in cases if (r := relative_change(w, "instructions")) is not None]
+    if not counted:
+        return None
+    total = len(cases)
+    fewer = [(w, r) for w, r in counted if r < -SAME_INSTRUCTIONS_PCT]
+    same = [w for w, r in counted if abs(r) <= SAME_INSTRUCTIONS_PCT]
+    more = [(w, r) for w, r in counted if r > SAME_INSTRUCTIONS_PCT]
+    clauses = []
+    if fewer:
+        cuts = [-r for _w, r in fewer]
+        named = _names([w for w, _r in fewer], total)
+        clauses.append(f"{_pct_span(cuts)} fewer instructions per call {named}")
+    if same:
+        clauses.append(
+            f"the same instructions within {SAME_INSTRUCTIONS_PCT:g} % {_names(same, total)}"
+        )
+    if more:
+        clauses.append(
+            "MORE instructions in " + ", ".join(f"{w.label} {r:+.1f} %" for w, r in more)
+        )
+    where = (result.metadata.get("counts") or {}).get("measured_device")
+    copy = f" on the CPU copy of the {where} run's forms" if where and where != "cpu" else ""
+    return ", ".join(clauses) + f" (counted under valgrind{copy})"
+
+
 def work_sentence(result: RunResult) -> str | None:
     """One sentence for the family's headline: what the fixed form no longer does, per
     call, counted (None for a run without a ledger), e.g. "Work per call, counted: the
@@ -219,6 +314,8 @@ def work_sentence(result: RunResult) -> str | None:
         )
         if c
     ]
+    instructions = _instructions_clause(result, cases)
+    clauses += [instructions] if instructions else []
     disagree = [w.label for w in cases if not w.workers_agree]
     if disagree:
         clauses.append(f"the workers' counts DIFFER in {', '.join(disagree)}")
