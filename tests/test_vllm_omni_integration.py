@@ -419,6 +419,24 @@ def test_replica_matches_the_real_classes_bit_for_bit(replica_reports, lm_shim):
     for variant, lookups in (("baseline", 2), ("fixed", 1)):
         path = report["real_path"][variant]
         assert path == {"lookups": lookups, "hooks": dict.fromkeys(REAL_PATH[lm_shim], lookups)}
+    _assert_same_ledgers(report, "qwen2.5-omni")
+
+
+def _assert_same_ledgers(report: dict, family: str) -> None:
+    """The real target counts the same work per call as the replica (work.json's ledger:
+    operators, their bytes, allocations, syncs) in every case and length, and each form
+    runs its family's lookups."""
+    rows = [row for row in report["rows"] if row["case"] in CASES]
+    assert rows and all(row["ledgers"]["vllm-omni"] is not None for row in rows)
+    different = [
+        (row["case"], row["tokens"], row["variant"], row["ledgers"])
+        for row in rows
+        if not row["ledger_same"]
+    ]
+    assert not different, different[:2]
+    for row in rows:
+        lookups = row["ledgers"]["vllm-omni"]["ops"].get("aten.embedding", 0)
+        assert lookups == expected_lookups(family, row["case"])[row["variant"]], row
 
 
 QWEN3_THINKER = f"{qwen3_omni.FAMILY.thinker_module}.{qwen3_omni.FAMILY.thinker_class}"
@@ -491,6 +509,7 @@ def test_qwen3_replica_matches_the_real_classes_bit_for_bit(qwen3_replica_report
             "lookups": lookups,
             "hooks": dict.fromkeys(QWEN3_REAL_PATH[lm_shim], lookups),
         }
+    _assert_same_ledgers(report, QWEN3_OMNI)
 
 
 def test_a_reused_kernel_refuses_to_measure_the_old_thinker_after_a_checkout(

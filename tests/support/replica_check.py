@@ -16,7 +16,9 @@ path is also checked with counting hooks on vLLM's own ``Qwen2ForCausalLM``,
 ``Qwen2Model`` and ``VocabParallelEmbedding`` methods, during one call of each
 variant on the audio case. Prints one JSON object per shim, one per line: per row the
 lookup counts of both targets, whether the outputs are ``torch.equal`` with the same
-dtype and shape, and ``ok``; the two call sequences; the hook counts. Exit code 0 when
+dtype and shape, and ``ok``; each target's counted work of one more call (the ledger
+work.json records: operators, bytes, syncs) and ``ledger_same``; the two call
+sequences; the hook counts. Exit code 0 when
 all agree, else 1.
 
 The checkpoint's family picks the classes: for Qwen3-Omni the real
@@ -42,6 +44,7 @@ import torch
 from calltrace import method_names, python_calls
 
 from embedbench.config import LM_SHIMS, WORKTREE
+from embedbench.harness.ledger import COUNTED, count_work
 from embedbench.omni import checkpoint
 from embedbench.omni.families.qwen3_omni import NAME as QWEN3_OMNI
 from embedbench.omni.scenarios import CASES, Scenario, build_scenario, call_variant
@@ -98,6 +101,21 @@ def _call(
         except Exception as exc:  # recorded: the two targets must fail alike too
             out = f"{type(exc).__name__}: {exc}"
     return out, counter.count, take_deepstack_buffer(target.model)
+
+
+def _ledger(target: Target, variant: str, scenario: Scenario) -> dict[str, Any] | None:
+    """The counted work of one call (``harness.ledger``: what work.json records), its
+    operators' bytes too; None where the call raises."""
+    take_deepstack_buffer(target.model)
+    try:
+        with torch.inference_mode():
+            ledger = count_work(lambda: call_variant(target.variants[variant], scenario))
+    except Exception:  # the error rows: compared by their messages above
+        return None
+    finally:
+        take_deepstack_buffer(target.model)
+    row = ledger.to_json()
+    return {key: row[key] for key in (*COUNTED, "op_bytes")}
 
 
 def _same_buffer(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
@@ -204,6 +222,10 @@ def compare(args: argparse.Namespace, lm_shim: str) -> dict[str, Any]:
                 ref_out, ref_calls, ref_buffer = _call(replica, variant, inputs[replica.name])
                 equal = _same(real_out, ref_out)
                 deepstack_equal = _same_buffer(real_buffer, ref_buffer)
+                ledgers = {
+                    "vllm-omni": _ledger(real, variant, inputs[real.name]),
+                    "reference": _ledger(replica, variant, inputs[replica.name]),
+                }
                 rows.append(
                     {
                         "case": case,
@@ -215,6 +237,8 @@ def compare(args: argparse.Namespace, lm_shim: str) -> dict[str, Any]:
                         "deepstack_stored": real_buffer is not None,
                         "errors": [o for o in (real_out, ref_out) if isinstance(o, str)],
                         "ok": equal and deepstack_equal and real_calls == ref_calls,
+                        "ledgers": ledgers,
+                        "ledger_same": ledgers["vllm-omni"] == ledgers["reference"],
                     }
                 )
     depth = call_depth(real, replica)
