@@ -7,11 +7,12 @@ form), ``warmup`` (per form) and ``start_instrumentation`` (callgrind started wi
 instrumentation off, and this process turns it on once the table is loaded:
 ``harness.vgrequest``). It loads the table and builds the forms once, through the share's
 ``Backend`` as a timing worker does (the target's cases, or a factory's pair), then, per
-case and length in the share's order: ``warmup`` calls of each form, taking turns, then
-the segments of ``harness.callgrind.segments`` (each form's ``calls`` in two halves:
-baseline, fixed, fixed, baseline), each collected into a dump of its own (torch's
-``_valgrind_toggle``, then ``_valgrind_toggle_and_dump_stats``). A case whose validation
-fails is not counted.
+case and length in the share's order: ``warmup`` calls of each form, then ``calls``
+more, the forms taking turns (``harness.callgrind.collected_calls``), each call
+collected into a dump of its own (torch's ``_valgrind_toggle``, then
+``_valgrind_toggle_and_dump_stats``): the warm-up's dumps are left unread, so that the
+code around a counted call is as warm as the forms. A case whose validation fails is
+not counted.
 
 It writes one JSON event per line to stdout: ``ready`` (``pid``: the process whose
 dumps these are; ``personality``: its Linux personality flags), ``counted`` after each
@@ -58,18 +59,6 @@ def _personality() -> int | None:
         return None
 
 
-def _warm_up(forms: dict[str, Callable[[], Any]], rounds: int) -> str | None:
-    """``rounds`` calls of each form, taking turns (the code they share warms up for both
-    alike); the error (one line) where a call raised."""
-    try:
-        for _ in range(rounds):
-            for call in forms.values():
-                call()
-    except Exception as exc:
-        return f"{type(exc).__name__}: {one_line(exc)}"
-    return None
-
-
 def _collect(call: Callable[[], Any], calls: int) -> str | None:
     """Collect ``calls`` calls of ``call`` into one dump; the error (one line) where a call
     raised (the dump is taken all the same, so the numbering holds)."""
@@ -91,7 +80,7 @@ def count_forms(spec: dict[str, Any], emit: Emit) -> None:
     import torch
 
     from embedbench.harness import vgrequest
-    from embedbench.harness.callgrind import segments
+    from embedbench.harness.callgrind import collected_calls
     from embedbench.measure import Share, backend_for
     from embedbench.omni.targets import VARIANTS
 
@@ -117,15 +106,21 @@ def count_forms(spec: dict[str, Any], emit: Emit) -> None:
             if row is not None and not row.get("ok"):
                 emit({"event": "skipped", "case": case, "tokens": tokens})
                 continue
-            warm_error = _warm_up({v: forms[v] for v in VARIANTS}, warmup)
-            for variant, n in segments(VARIANTS, calls):
-                event = {"event": "counted", "case": case, "tokens": tokens, "variant": variant}
-                if warm_error:  # nothing collected: no dump
-                    emit({**event, "part": None, "calls": n, "error": warm_error})
-                    continue
-                error = _collect(forms[variant], n)
+            # The warm-up takes the counted calls' own path, each call dumped and its dump
+            # left unread: the code around a counted call warms up with the forms.
+            warm_error = None
+            for variant in collected_calls(VARIANTS, warmup):
+                error = _collect(forms[variant], 1)
+                warm_error = warm_error or error
                 part += 1
-                event.update(part=part, calls=n)
+            for variant in collected_calls(VARIANTS, calls):
+                event = {"event": "counted", "case": case, "tokens": tokens, "variant": variant}
+                if warm_error:  # a form raised: nothing is counted
+                    emit({**event, "part": None, "calls": 1, "error": warm_error})
+                    continue
+                error = _collect(forms[variant], 1)
+                part += 1
+                event.update(part=part, calls=1)
                 emit({**event, "error": error} if error else event)
             backend.after_case(share)
     emit({"event": "done"})

@@ -103,6 +103,7 @@ TIERS = {
         "test_third_family.py",  # a test-only family: synthesized, run, reported, compared
         "test_promises.py",  # hundreds of seeded runs on the simulated host: about a minute
         "test_work_run.py",  # the ledger of real runs and pairs, its report and its gate
+        "test_counts.py",  # --counts under valgrind, twice, on the small table: about a minute
     ],
     "notebook": ["test_notebooks.py"],
     "integration": ["test_vllm_omni_integration.py"],

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from embedbench.cli import main
-from embedbench.errors import MissingDependencyError
+from embedbench.errors import ConfigError, MissingDependencyError
 from embedbench.harness import callgrind
+from embedbench.runner import paired_benchmark
 
 DUMPS = Path(__file__).parent / "support" / "callgrind"
 
@@ -85,17 +86,31 @@ def test_per_call_needs_the_cache_events_and_a_call():
         callgrind.per_call(dict.fromkeys(callgrind.EVENTS, 0), 0)
 
 
-def test_the_counted_calls_come_in_two_halves_in_abba_order():
-    assert callgrind.segments(("baseline", "fixed"), 6) == [
-        ("baseline", 3),
-        ("fixed", 3),
-        ("fixed", 3),
-        ("baseline", 3),
+def test_the_forms_take_turns_one_call_per_dump():
+    assert callgrind.collected_calls(("baseline", "fixed"), 3) == [
+        "baseline",
+        "fixed",
+        "baseline",
+        "fixed",
+        "baseline",
+        "fixed",
     ]
-    assert callgrind.segments(("baseline", "fixed"), 1) == [("baseline", 1), ("fixed", 1)]
-    assert sum(n for _v, n in callgrind.segments(("a", "b"), callgrind.CALLS_PER_COUNT)) == (
-        2 * callgrind.CALLS_PER_COUNT
-    )
+    collected = callgrind.collected_calls(("a", "b"), callgrind.CALLS_PER_COUNT)
+    assert collected.count("a") == collected.count("b") == callgrind.CALLS_PER_COUNT
+
+
+def test_a_forms_figures_are_its_median_calls_each_figure_a_calls_own_value():
+    calls = [
+        {"instructions": 121_198, "ll_misses": 4},
+        {"instructions": 122_914, "ll_misses": 1},  # a one-off: a specialisation retried
+        {"instructions": 121_198, "ll_misses": 2},
+        {"instructions": 121_488, "ll_misses": 3},
+        {"instructions": 121_198, "ll_misses": 9},
+    ]
+    assert callgrind.median_call(calls) == {"instructions": 121_198, "ll_misses": 3}
+    assert callgrind.median_call(calls[:4]) == {"instructions": 121_198, "ll_misses": 2}
+    with pytest.raises(ValueError, match="no counted call"):
+        callgrind.median_call([])
 
 
 def test_the_command_turns_collection_on_nowhere_simulates_a_fixed_cache_and_dumps_apart(
@@ -145,3 +160,12 @@ def test_run_counts_without_valgrind_exits_2_at_once_with_one_line(tmp_path, mon
     assert "valgrind" in lines[0] and "apt-get install valgrind" in lines[0]
     assert "Traceback" not in captured.err
     assert not out.exists()
+
+
+def test_paired_benchmark_counts_a_factory_only_and_needs_valgrind(tmp_path, monkeypatch):
+    variants = {"baseline": lambda: None, "fixed": lambda: None}
+    with pytest.raises(ConfigError, match=r'counts=True needs a factory: .*"package\.module'):
+        paired_benchmark(variants, warmup=1, blocks=2, iterations=1, counts=True)
+    monkeypatch.setenv("PATH", _no_valgrind_path(tmp_path))
+    with pytest.raises(MissingDependencyError, match="apt-get install valgrind"):
+        paired_benchmark("nowhere:variants", warmup=1, blocks=2, iterations=1, counts=True)

@@ -3,23 +3,24 @@
 
 Three things, nothing else: the valgrind command the counting process runs under
 (``valgrind_command``), the reading of callgrind's output files (``parse_dump``,
-``read_dumps``) and the per-call figures of a form's event totals (``per_call``). The
-counting process itself is ``embedbench.counting``; the parent that starts it,
-``embedbench.countrun``. No torch here.
+``read_dumps``) and the per-call figures of a dump's event totals (``per_call``,
+``median_call``). The counting process itself is ``embedbench.counting``; the parent
+that starts it, ``embedbench.harness.countrun``. No torch here.
 
-Every form is counted from ``CALLS_PER_COUNT`` calls collected into two dumps, after
-``WARMUP_CALLS`` instrumented calls that are not collected; its figures are its two
-dumps' totals summed, per call. Callgrind simulates a fixed cache (``CACHE``), not the
-host's, so the same code counts the same misses on any host (up to where the allocator
-places its buffers). The estimate of cycles weighs each miss as cachegrind's
-documentation does: ``L1_MISS_CYCLES`` for a first-level miss (instruction or data),
-``LL_MISS_CYCLES`` for a last-level one.
+Every form is counted from ``CALLS_PER_COUNT`` calls, each collected into a dump of its
+own (``collected_calls``), after ``WARMUP_CALLS`` instrumented calls that are not
+collected; its figures are those of its median call (``median_call``). Callgrind
+simulates a fixed cache (``CACHE``), not the host's, so the same code counts the same
+misses on any host (up to where the allocator places its buffers). The estimate of
+cycles weighs each miss as cachegrind's documentation does: ``L1_MISS_CYCLES`` for a
+first-level miss (instruction or data), ``LL_MISS_CYCLES`` for a last-level one.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import statistics
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,21 +40,24 @@ __all__ = [
     "OUT_PREFIX",
     "WARMUP_CALLS",
     "Dump",
+    "collected_calls",
     "find_valgrind",
+    "median_call",
     "parse_dump",
     "per_call",
     "read_dumps",
     "require_valgrind",
-    "segments",
     "valgrind_command",
     "valgrind_version",
 ]
 
-# Calls collected per form, in two halves (baseline, fixed, fixed, baseline: a drift of
-# the process's state over the count weighs on both forms alike): a lone slow call (the
-# interpreter retrying a specialisation) weighs a sixth, and six cases of two forms
-# still count in about a minute under callgrind's 50 to 100-fold slowdown.
-CALLS_PER_COUNT = 6
+# Calls collected per form, each in a dump of its own, the forms taking turns; a form's
+# figures are its median call's. Once warm, a call counts exactly what the one before it
+# did, but about one in five carries a one-off (the interpreter retrying a
+# specialisation, a new allocator arena) of 0.1 to 1.5 % more: the median of five
+# leaves it out, where a mean would not. Six cases of two forms still count in about a
+# minute under callgrind's 50 to 100-fold slowdown.
+CALLS_PER_COUNT = 5
 # Instrumented calls of each form before a case is counted, taking turns, not collected:
 # they fill the simulated caches and run what a form does once (allocator growth, lazy
 # initialisation, the interpreter's specialisation of the code both forms share).
@@ -201,13 +205,18 @@ def per_call(totals: Mapping[str, int], calls: int) -> dict[str, int]:
     return {name: _rounded(value, calls) for name, value in figures.items()}
 
 
-def segments(variants: Sequence[str], calls: int) -> list[tuple[str, int]]:
-    """The collected segments of one case, in order: each form's ``calls`` in two halves,
-    in ABBA order (baseline, fixed, fixed, baseline), so that a drift of the counting
-    process's state over the count weighs on both forms alike."""
-    first = (calls + 1) // 2
-    halves = [(v, first) for v in variants] + [(v, calls - first) for v in reversed(variants)]
-    return [(variant, n) for variant, n in halves if n]
+def collected_calls(variants: Sequence[str], calls: int) -> list[str]:
+    """The forms of one case's collected calls, in order: ``calls`` rounds, each form once
+    per round, in turn (each call dumped apart)."""
+    return [variant for _ in range(calls) for variant in variants]
+
+
+def median_call(calls: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """Each figure's median over ``calls`` (the per-call figures of each counted call), the
+    lower of the middle two for an even count: always a call's own value."""
+    if not calls:
+        raise ValueError("no counted call")
+    return {name: statistics.median_low(call[name] for call in calls) for name in calls[0]}
 
 
 def _rounded(total: int, calls: int) -> int:

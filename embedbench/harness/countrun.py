@@ -63,25 +63,23 @@ class Counts:
 
 @dataclass
 class _Tally:
-    """The dumps of one form so far: the events' totals summed, the calls, any error."""
+    """The counted calls of one form so far: each one's per-call figures, any error."""
 
-    totals: dict[str, int] = field(default_factory=dict)
-    calls: int = 0
-    segments: int = 0
+    calls: list[dict[str, int]] = field(default_factory=list)
+    events: int = 0
     error: str | None = None
 
     def add(self, totals: dict[str, int] | None, calls: int, error: str | None) -> None:
-        self.segments += 1
+        self.events += 1
         self.error = self.error or error
         if totals is not None:
-            for name, value in totals.items():
-                self.totals[name] = self.totals.get(name, 0) + value
-            self.calls += calls
+            self.calls.append(callgrind.per_call(totals, calls))
 
     def figures(self) -> dict[str, int] | None:
+        """The median call's figures (None where a call raised or none was counted)."""
         if self.error or not self.calls:
             return None
-        return callgrind.per_call(self.totals, self.calls)
+        return callgrind.median_call(self.calls)
 
 
 def check_counts() -> str:
@@ -114,6 +112,7 @@ def _metadata(valgrind: str, measured_device: str, instrument_at_start: bool) ->
         "valgrind": callgrind.valgrind_version(valgrind),
         "calls_per_count": callgrind.CALLS_PER_COUNT,
         "warmup_calls": callgrind.WARMUP_CALLS,
+        "per_call": "median",
         "device": COUNT_DEVICE,
         "measured_device": measured_device,
         "note": (
@@ -149,7 +148,7 @@ def count_share(
     valgrind = check_counts()
     instrument_at_start = not vgrequest.available()
     counts = Counts(metadata=_metadata(valgrind, measured_device, instrument_at_start))
-    per_case = len(callgrind.segments(VARIANTS, callgrind.CALLS_PER_COUNT))
+    per_case = len(callgrind.collected_calls(VARIANTS, callgrind.CALLS_PER_COUNT))
     tallies: dict[Key, _Tally] = {}
     log(
         f"counting instructions and simulated cache misses under valgrind (callgrind, "
@@ -171,7 +170,7 @@ def count_share(
             tally = tallies.setdefault((case, tokens, event["variant"]), _Tally())
             tally.add(_totals(event, out, pid), int(event["calls"]), event.get("error"))
             forms = {v: tallies.get((case, tokens, v)) for v in VARIANTS}
-            if sum(t.segments for t in forms.values() if t) == per_case:
+            if sum(t.events for t in forms.values() if t) == per_case:
                 for variant, form in forms.items():
                     counts.figures[(case, tokens, variant)] = form.figures() if form else None
                 _log_case(counts, event, log)
