@@ -146,12 +146,15 @@ def test_compare_table_and_plot_with_the_reference(result, small_run_dir):
 
 def test_html_export_is_self_contained(result, tmp_path):
     page = render_html(result)
-    # forest, paired blocks, box and dots, per call, the canary; the MHz trace when observable
+    # forest, paired blocks, box and dots, per call, the canary, work against time and the
+    # operators (the run has work.json); the MHz trace when observable
     observable = static.frequency_trace(result) is not None
     assert static.canary_trace(result) is not None  # every run of this code has its canary
-    assert page.count('src="data:image/png;base64,') == 5 + observable
-    assert page.count("<img alt=") == 5 + observable and 'alt="figure"' not in page
-    assert page.count('class="eb-spec"') == 5 + observable  # each figure's chart beside it
+    assert result.work  # every run of this code counts its work
+    figures = 7 + observable
+    assert page.count('src="data:image/png;base64,') == figures
+    assert page.count("<img alt=") == figures and 'alt="figure"' not in page
+    assert page.count('class="eb-spec"') == figures  # each figure's chart beside it
     assert "| Input | Before (μs) | After (μs) | Host latency reduction |" in page
     # Outside the inlined vega builds (SVG namespaces, the editor's address), no address
     # but the specs' schema identifier, which nothing fetches; nothing loads from anywhere.
