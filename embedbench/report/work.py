@@ -144,8 +144,10 @@ def _counted_cell(work: CaseWork, quantity: str) -> str:
 
 
 def _signed_pct(pct: float) -> str:
-    """``-16.3 %``; below 1 % in size, two decimals (``+0.05 %``)."""
-    return f"{pct:+.2f} %" if abs(pct) < 1 else f"{pct:+.1f} %"
+    """``-16.3 %``; below 1 % in size two decimals (``+0.05 %``), below 0.01 % three
+    (``-0.002 %``)."""
+    digits = 3 if abs(pct) < 0.01 else 2 if abs(pct) < 1 else 1
+    return f"{pct:+.{digits}f} %"
 
 
 def counted_columns(cases: Sequence[CaseWork]) -> list[str]:
