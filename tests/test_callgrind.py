@@ -169,3 +169,33 @@ def test_paired_benchmark_counts_a_factory_only_and_needs_valgrind(tmp_path, mon
     monkeypatch.setenv("PATH", _no_valgrind_path(tmp_path))
     with pytest.raises(MissingDependencyError, match="apt-get install valgrind"):
         paired_benchmark("nowhere:variants", warmup=1, blocks=2, iterations=1, counts=True)
+
+
+def test_a_cuda_runs_forms_are_counted_on_their_cpu_copy_and_the_metadata_says_so(monkeypatch):
+    from embedbench import runhost
+    from embedbench.config import RunConfig
+    from embedbench.harness import countrun
+    from embedbench.measure import Share
+
+    taken = {}
+
+    def count_share(share, *, measured_device, log, env):
+        taken.update(share=share, measured_device=measured_device)
+        return countrun.Counts()
+
+    monkeypatch.setattr(runhost, "count_share", count_share)
+    share = Share(
+        RunConfig(),
+        worker=2,
+        first_block=4,
+        block_count=2,
+        cpu_core=0,
+        device="cuda:0",
+        model_dir="/m",
+    )
+    runhost.RealHost().count_calls(share, measured_device="cuda", log=print, env={})
+    assert (taken["share"]["device"], taken["share"]["worker"]) == ("cpu", 0)
+    assert taken["measured_device"] == "cuda"
+    how = countrun._metadata("/usr/bin/valgrind", "cuda", instrument_at_start=False)
+    assert (how["device"], how["measured_device"]) == ("cpu", "cuda")
+    assert how["note"] == "counted on the CPU copy of the same forms (the timing ran on cuda)"
