@@ -24,7 +24,17 @@ from embedbench.cases import CASE_LABELS, VARIANTS
 from embedbench.errors import ConfigError, EmbedbenchError
 from embedbench.harness import callgrind, vgrequest
 
-__all__ = ["COUNT_DEVICE", "HASH_SEED", "CountError", "Counts", "check_counts", "count_share"]
+__all__ = [
+    "ADDR_NO_RANDOMIZE",
+    "COUNT_DEVICE",
+    "HASH_SEED",
+    "HASH_SEED_ENV",
+    "CountError",
+    "Counts",
+    "check_counts",
+    "count_share",
+    "randomized",
+]
 
 Log = Callable[[str], None]
 # Where the forms are counted: callgrind sees the host's instructions, not a device's.
@@ -49,9 +59,9 @@ Key = tuple[str, int, str]
 
 @dataclass
 class Counts:
-    """Each counted form's per-call figures (``harness.callgrind.per_call``; None where a
-    call raised), by (case, tokens, variant), and how they were taken (metadata.json's
-    ``counts``)."""
+    """Each counted form's per-call figures (its median call's,
+    ``harness.callgrind.median_call``; None where a call raised), by (case, tokens,
+    variant), and how they were taken (metadata.json's ``counts``)."""
 
     figures: dict[Key, dict[str, int] | None] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
