@@ -199,3 +199,26 @@ def test_a_cuda_runs_forms_are_counted_on_their_cpu_copy_and_the_metadata_says_s
     how = countrun._metadata("/usr/bin/valgrind", "cuda", instrument_at_start=False)
     assert (how["device"], how["measured_device"]) == ("cpu", "cuda")
     assert how["note"] == "counted on the CPU copy of the same forms (the timing ran on cuda)"
+
+
+def test_a_counting_process_that_fails_is_one_count_error_with_its_message():
+    import os
+    import sys
+
+    from embedbench.harness import countrun
+
+    script = (
+        "import json, os; print(json.dumps({'event': 'ready', 'pid': os.getpid()})); "
+        "print(json.dumps({'event': 'error', 'kind': 'usage', 'message': 'no table'})); "
+        "raise SystemExit(2)"
+    )
+    seen = []
+    with pytest.raises(countrun.CountError, match=r"exit code 2\): no table"):
+        countrun._run(
+            [sys.executable, "-c", script],
+            dict(os.environ),
+            lambda event, pid: seen.append(event),
+            lambda event: seen.append(event),
+            lambda _line: None,
+        )
+    assert [e["event"] for e in seen] == ["ready"]
