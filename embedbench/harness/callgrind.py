@@ -4,12 +4,13 @@
 Three things, nothing else: the valgrind command the counting process runs under
 (``valgrind_command``), the reading of callgrind's output files (``parse_dump``,
 ``read_dumps``) and the per-call figures of a dump's event totals (``per_call``,
-``median_call``). The counting process itself is ``embedbench.counting``; the parent
+``steady_call``). The counting process itself is ``embedbench.counting``; the parent
 that starts it, ``embedbench.harness.countrun``. No torch here.
 
 Every form is counted from ``CALLS_PER_COUNT`` calls, each collected into a dump of its
 own (``collected_calls``), after ``WARMUP_CALLS`` instrumented calls that are not
-collected; its figures are those of its median call (``median_call``). Callgrind
+collected; its figures are those of its call with the fewest instructions
+(``steady_call``). Callgrind
 simulates a fixed cache (``CACHE``), not the host's, so the same code counts the same
 misses on any host (up to where the allocator places its buffers). The estimate of
 cycles weighs each miss as cachegrind's documentation does: ``L1_MISS_CYCLES`` for a
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import statistics
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,11 +42,11 @@ __all__ = [
     "Dump",
     "collected_calls",
     "find_valgrind",
-    "median_call",
     "parse_dump",
     "per_call",
     "read_dumps",
     "require_valgrind",
+    "steady_call",
     "valgrind_command",
     "valgrind_version",
 ]
@@ -211,12 +211,14 @@ def collected_calls(variants: Sequence[str], calls: int) -> list[str]:
     return [variant for _ in range(calls) for variant in variants]
 
 
-def median_call(calls: Sequence[Mapping[str, int]]) -> dict[str, int]:
-    """Each figure's median over ``calls`` (the per-call figures of each counted call), the
-    lower of the middle two for an even count: always a call's own value."""
+def steady_call(calls: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """The figures of the call with the fewest instructions among ``calls`` (the first such
+    call where several tie): the form's steady state. Once warm, a call executes what the
+    one before it did; a one-off (the interpreter re-specialising, a new allocator arena)
+    only adds to a call, and can land in several of the few counted."""
     if not calls:
         raise ValueError("no counted call")
-    return {name: statistics.median_low(call[name] for call in calls) for name in calls[0]}
+    return dict(min(calls, key=lambda call: call["instructions"]))
 
 
 def _rounded(total: int, calls: int) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "COUNT_DEVICE",
     "HASH_SEED",
     "HASH_SEED_ENV",
+    "SINGLE_THREAD_ENV",
     "CountError",
     "Counts",
     "check_counts",
@@ -47,6 +48,10 @@ HASH_SEED = "0"
 # so that the same buffers land at the same alignments: a copy's instructions depend on
 # them.
 ADDR_NO_RANDOMIZE = 0x0040000
+# One thread in its thread pools, which never spin: callgrind counts every thread while
+# collecting, and a pool thread that spin-waited would count instructions for as long as
+# the host's load kept it waiting.
+SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 _TAIL_LINES = 20
 
 
@@ -60,7 +65,7 @@ Key = tuple[str, int, str]
 @dataclass
 class Counts:
     """Each counted form's per-call figures (its median call's,
-    ``harness.callgrind.median_call``; None where a call raised), by (case, tokens,
+    ``harness.callgrind.steady_call``; None where a call raised), by (case, tokens,
     variant), and how they were taken (metadata.json's ``counts``)."""
 
     figures: dict[Key, dict[str, int] | None] = field(default_factory=dict)
@@ -86,10 +91,11 @@ class _Tally:
             self.calls.append(callgrind.per_call(totals, calls))
 
     def figures(self) -> dict[str, int] | None:
-        """The median call's figures (None where a call raised or none was counted)."""
+        """The steady call's figures (``callgrind.steady_call``; None where a call raised or
+        none was counted)."""
         if self.error or not self.calls:
             return None
-        return callgrind.median_call(self.calls)
+        return callgrind.steady_call(self.calls)
 
 
 def check_counts() -> str:
@@ -122,7 +128,7 @@ def _metadata(valgrind: str, measured_device: str, instrument_at_start: bool) ->
         "valgrind": callgrind.valgrind_version(valgrind),
         "calls_per_count": callgrind.CALLS_PER_COUNT,
         "warmup_calls": callgrind.WARMUP_CALLS,
-        "per_call": "median",
+        "per_call": "fewest instructions",
         "device": COUNT_DEVICE,
         "measured_device": measured_device,
         "note": (
@@ -188,7 +194,7 @@ def count_share(
         def ready(event: dict[str, Any]) -> None:
             counts.metadata["address_randomization"] = randomized(event.get("personality"))
 
-        environment = {**env, HASH_SEED_ENV: HASH_SEED}
+        environment = {**env, **SINGLE_THREAD_ENV, HASH_SEED_ENV: HASH_SEED}
         _run(command, environment, counted, ready, log)
     counts.metadata["seconds"] = round(time.monotonic() - started, 1)
     counts.metadata["forms_counted"] = sum(1 for f in counts.figures.values() if f)
