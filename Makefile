@@ -63,10 +63,11 @@ compare: setup
 	$(NBCONVERT) $$nb.ipynb; \
 	set +x; echo "open $$nb.ipynb (JupyterLab) or $$nb.html (any browser)"
 
-# Everything (CI): ruff, then every tier, including the vLLM-Omni CPU venv's integration
-# tests (the first time, a 2.5 GB venv is built in the cache; progress goes to stderr).
+# Everything (CI): ruff, then every tier over two processes (pytest-xdist), including the
+# vLLM-Omni CPU venv's integration tests (the first time, a 2.5 GB venv is built in the
+# cache; progress goes to stderr).
 test: setup lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadscope
 
 # The fast tier: ruff and the unit tests (no run of the harness; about 80 s).
 test-unit: setup lint

@@ -110,16 +110,18 @@ TIERS = {
     "browser": ["test_browser.py"],
 }
 MODULE_TIER = {module: tier for tier, modules in TIERS.items() for module in modules}
+# `make test` spreads the tests over two processes (pytest-xdist, --dist loadscope): all
+# the tests of a module run in one process, so that each module-scoped fixture (seeded
+# simulations, the real code's checks, a browser, valgrind) is built once.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every test exactly one tier marker: its own, else e2e for a harness run's
     fixture, else its module's (a module missing from TIERS is an error, not a guess)."""
     for item in items:
-        own = [m.name for m in item.own_markers if m.name in TIERS]
-        if own:
-            continue
         module = item.path.name
+        if any(m.name in TIERS for m in item.own_markers):
+            continue
         if module not in MODULE_TIER:
             raise pytest.UsageError(
                 f"tests/{module} has no tier: add it to TIERS in tests/conftest.py"

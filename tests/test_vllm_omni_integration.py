@@ -63,6 +63,9 @@ REAL_QUICK = [
     *("--lengths", "300", "--warmup", "2", "--blocks", "4", "--iterations", "3"),
     *("--processes", "2", "--allow-busy"),
 ]
+# The same in one process: each worker process imports vLLM (seconds), and the tests
+# other than the first need no more than one to check what they check.
+REAL_ONE_PROCESS = [*REAL_QUICK[:-3], "--processes", "1", "--allow-busy"]
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_SCRIPT = ROOT / "scripts" / "vllm-omni-cpu-env.sh"
@@ -335,7 +338,7 @@ def test_real_thinker_candidate_from_a_git_ref(omni_python, omni_repo, small_che
         "production",
         "--model",
         str(small_checkpoint),
-        *REAL_QUICK,
+        *REAL_ONE_PROCESS,
         "--output-dir",
         str(out),
         "--no-progress",
@@ -462,7 +465,7 @@ def test_qwen3_real_thinker_baseline_from_git_candidate_from_checkout(
         omni_python,
         *("-m", "embedbench", "run", "--target", "vllm-omni", "--repo", qwen3_repo["repo"]),
         *("--baseline-ref", qwen3_repo["first"], "--model", str(qwen3_checkpoint)),
-        *REAL_QUICK,
+        *REAL_ONE_PROCESS,
         *("--output-dir", str(out), "--no-progress"),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
