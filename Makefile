@@ -69,9 +69,9 @@ compare: setup
 test: setup lint
 	$(PY) -m pytest -q -n 2 --dist loadscope
 
-# The fast tier: ruff and the unit tests (no run of the harness; about 80 s).
+# The fast tier: ruff and the unit tests over two processes (no run of the harness; about a minute).
 test-unit: setup lint
-	$(PY) -m pytest -q -m unit
+	$(PY) -m pytest -q -m unit -n 2 --dist loadscope
 
 lint: setup
 	$(PY) -m ruff check embedbench tests scripts benchmarks
