@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from embedbench import RunConfig, load_results, run
+from embedbench import RunConfig, load_results, paired_benchmark, run
 from embedbench.harness import callgrind
 from embedbench.measure import Share
 from embedbench.report.results import RunResult
@@ -104,3 +104,21 @@ def test_a_multimodal_baseline_runs_more_instructions_than_its_fixed_form(counte
     baseline, fixed = (_figures(counted, "audio", v) for v in ("baseline", "fixed"))
     assert baseline["instructions"] > fixed["instructions"]
     assert baseline["est_cycles"] > fixed["est_cycles"]
+
+
+def test_a_factory_pair_is_counted_as_a_run_is():
+    pair = paired_benchmark(
+        "support.ledger_factories:lookups",
+        warmup=2,
+        blocks=2,
+        iterations=3,
+        processes=1,
+        allow_busy=True,
+        counts=True,
+    )
+    assert pair.work is not None and pair.counts is not None
+    baseline, fixed = pair.work["baseline"], pair.work["fixed"]
+    assert baseline["ops"] == {"aten.embedding": 2} and fixed["ops"] == {"aten.embedding": 1}
+    # The second lookup of 50 rows: more instructions, never fewer.
+    assert baseline["instructions"] > fixed["instructions"] > 0
+    assert pair.counts["forms_counted"] == 2
