@@ -9,7 +9,7 @@ import pytest
 
 from embedbench.cli import main
 from embedbench.errors import ConfigError, MissingDependencyError
-from embedbench.harness import callgrind
+from embedbench.harness import callgrind, countrun
 from embedbench.runner import paired_benchmark
 
 DUMPS = Path(__file__).parent / "support" / "callgrind"
@@ -224,3 +224,24 @@ def test_a_counting_process_that_fails_is_one_count_error_with_its_message():
             lambda _line: None,
         )
     assert [e["event"] for e in seen] == ["ready"]
+
+
+def test_the_counting_process_keeps_only_what_it_needs_of_the_environment():
+    caller = {
+        "PATH": "/usr/bin",
+        "PYTHONPATH": "/work/tests",
+        "EMBEDBENCH_CACHE": "/cache",
+        "PYTEST_CURRENT_TEST": "tests/test_counts.py::test_x (call)",
+        "OLDPWD": "/elsewhere",
+        "OMP_NUM_THREADS": "8",
+    }
+    env = countrun.counting_environment(caller)
+    assert env == {
+        "EMBEDBENCH_CACHE": "/cache",
+        "PATH": "/usr/bin",
+        "PYTHONPATH": "/work/tests",
+        **countrun.SINGLE_THREAD_ENV,
+        countrun.HASH_SEED_ENV: countrun.HASH_SEED,
+    }
+    # What moves from one command to the next leaves the environment as it was.
+    assert countrun.counting_environment({**caller, "PYTEST_CURRENT_TEST": "other"}) == env

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from embedbench.harness import callgrind, vgrequest
 __all__ = [
     "ADDR_NO_RANDOMIZE",
     "COUNT_DEVICE",
+    "ENV_KEPT",
     "HASH_SEED",
     "HASH_SEED_ENV",
     "SINGLE_THREAD_ENV",
@@ -34,6 +35,7 @@ __all__ = [
     "Counts",
     "check_counts",
     "count_share",
+    "counting_environment",
     "randomized",
 ]
 
@@ -51,6 +53,18 @@ ADDR_NO_RANDOMIZE = 0x0040000
 # One thread in its thread pools, which never spin: callgrind counts every thread while
 # collecting, and a pool thread that spin-waited would count instructions for as long as
 # the host's load kept it waiting.
+# The counting process's environment: these variables of the caller's and every
+# EMBEDBENCH_ one, nothing else. How many instructions a call takes moves with where the
+# process's buffers land, which moves with the size and order of its environment: the
+# same code counted 213,588, 213,665 and 213,580 instructions a call with one variable of
+# 1, 37 and 200 characters in it (a caller's shell or test runner sets such variables
+# differently from one command to the next: PYTEST_CURRENT_TEST, OLDPWD, COLUMNS).
+ENV_KEPT = frozenset(
+    {
+        *("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR"),
+        *("VIRTUAL_ENV", "LD_LIBRARY_PATH"),
+    }
+)
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 _TAIL_LINES = 20
 
@@ -150,6 +164,17 @@ def _metadata(valgrind: str, measured_device: str, instrument_at_start: bool) ->
     }
 
 
+def counting_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The counting process's environment (see ``ENV_KEPT``): what it needs of ``env``, in
+    name order, one thread per pool and the fixed hash seed."""
+    kept = {
+        name: env[name]
+        for name in sorted(env)
+        if name in ENV_KEPT or name.startswith("EMBEDBENCH_")
+    }
+    return {**kept, **SINGLE_THREAD_ENV, HASH_SEED_ENV: HASH_SEED}
+
+
 def count_share(
     share: dict[str, Any],
     *,
@@ -194,7 +219,7 @@ def count_share(
         def ready(event: dict[str, Any]) -> None:
             counts.metadata["address_randomization"] = randomized(event.get("personality"))
 
-        environment = {**env, **SINGLE_THREAD_ENV, HASH_SEED_ENV: HASH_SEED}
+        environment = counting_environment(env)
         _run(command, environment, counted, ready, log)
     counts.metadata["seconds"] = round(time.monotonic() - started, 1)
     counts.metadata["forms_counted"] = sum(1 for f in counts.figures.values() if f)
