@@ -244,4 +244,5 @@ def test_the_counting_process_keeps_only_what_it_needs_of_the_environment():
         countrun.HASH_SEED_ENV: countrun.HASH_SEED,
     }
     # What moves from one command to the next leaves the environment as it was.
-    assert countrun.counting_environment({**caller, "PYTEST_CURRENT_TEST": "other"}) == env
+    moved = {"PYTEST_CURRENT_TEST": "other", "EMBEDBENCH_HOST_REFERENCE": "/tmp/a/b/ref.json"}
+    assert countrun.counting_environment({**caller, **moved}) == env

@@ -27,6 +27,7 @@ from embedbench.harness import callgrind, vgrequest
 __all__ = [
     "ADDR_NO_RANDOMIZE",
     "COUNT_DEVICE",
+    "ENV_DROPPED",
     "ENV_KEPT",
     "HASH_SEED",
     "HASH_SEED_ENV",
@@ -53,18 +54,20 @@ ADDR_NO_RANDOMIZE = 0x0040000
 # One thread in its thread pools, which never spin: callgrind counts every thread while
 # collecting, and a pool thread that spin-waited would count instructions for as long as
 # the host's load kept it waiting.
-# The counting process's environment: these variables of the caller's and every
-# EMBEDBENCH_ one, nothing else. How many instructions a call takes moves with where the
-# process's buffers land, which moves with the size and order of its environment: the
-# same code counted 213,588, 213,665 and 213,580 instructions a call with one variable of
-# 1, 37 and 200 characters in it (a caller's shell or test runner sets such variables
-# differently from one command to the next: PYTEST_CURRENT_TEST, OLDPWD, COLUMNS).
+# The counting process's environment: these variables of the caller's, and its EMBEDBENCH_
+# ones (the families to load, the cache) but the host reference's and the lock's, which
+# a test runner sets per test and the process never reads. How many instructions a call
+# takes moves with where the process's buffers land, which moves with the size of its
+# environment: the same code counted 213,588, 213,665 and 213,580 instructions a call
+# with one variable of 1, 37 and 200 characters in it (a shell or a test runner sets such
+# variables differently from one command to the next: PYTEST_CURRENT_TEST, OLDPWD).
 ENV_KEPT = frozenset(
     {
         *("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR"),
-        *("VIRTUAL_ENV", "LD_LIBRARY_PATH"),
+        *("VIRTUAL_ENV", "LD_LIBRARY_PATH", "XDG_CACHE_HOME"),
     }
 )
+ENV_DROPPED = frozenset({"EMBEDBENCH_HOST_REFERENCE", "EMBEDBENCH_LOCK_DIR"})
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 _TAIL_LINES = 20
 
@@ -170,7 +173,7 @@ def counting_environment(env: Mapping[str, str]) -> dict[str, str]:
     kept = {
         name: env[name]
         for name in sorted(env)
-        if name in ENV_KEPT or name.startswith("EMBEDBENCH_")
+        if name in ENV_KEPT or (name.startswith("EMBEDBENCH_") and name not in ENV_DROPPED)
     }
     return {**kept, **SINGLE_THREAD_ENV, HASH_SEED_ENV: HASH_SEED}
 
