@@ -2,17 +2,19 @@
 for users), run by ``embedbench.harness.countrun`` under valgrind's callgrind
 (``harness.callgrind.valgrind_command``).
 
-``SPEC_FILE`` is a JSON file: ``share`` (a ``measure.Share``, on the CPU), ``calls`` (per
-form), ``warmup`` (per form) and ``start_instrumentation`` (callgrind started with
+``SPEC_FILE`` is a JSON file: ``share`` (a ``measure.Share``, on the CPU), ``calls``
+(per form), ``warmup`` (per form) and ``start_instrumentation`` (callgrind started with
 instrumentation off, and this process turns it on once the table is loaded:
-``harness.vgrequest``). It loads the table and builds the forms once, through the share's
-``Backend`` as a timing worker does (the target's cases, or a factory's pair), then, per
-case and length in the share's order: ``warmup`` calls of each form, then ``calls``
-more, the forms taking turns (``harness.callgrind.collected_calls``), each call
-collected into a dump of its own (torch's ``_valgrind_toggle``, then
-``_valgrind_toggle_and_dump_stats``): the warm-up's dumps are left unread, so that the
-code around a counted call is as warm as the forms. A case whose validation fails is
-not counted.
+``harness.vgrequest``); with ``prepare`` true, the process runs natively and only loads,
+builds and calls each form once (see ``harness.countrun``: it leaves every module's
+bytecode cached before the counted process starts). It loads the table and builds the
+forms once, through the share's ``Backend`` as a timing worker does (the target's cases,
+or a factory's pair), then, per case and length in the share's order: ``warmup`` calls
+of each form, then ``calls`` more, the forms taking turns
+(``harness.callgrind.collected_calls``), each call collected into a dump of its own
+(torch's ``_valgrind_toggle``, then ``_valgrind_toggle_and_dump_stats``): the warm-up's
+dumps are left unread, so that the code around a counted call is as warm as the forms. A
+case whose validation fails is not counted.
 
 It writes one JSON event per line to stdout: ``ready`` (``pid``: the process whose
 dumps these are; ``personality``: its Linux personality flags), ``counted`` after each
@@ -24,6 +26,7 @@ an ``error`` event and exit 2 (bad input) or 1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -96,6 +99,10 @@ def count_forms(spec: dict[str, Any], emit: Emit) -> None:
     emit({"event": "ready", "pid": os.getpid(), "personality": _personality()})
     part = 0
     with backend.isolated(share.cpu_core):
+        if spec.get("prepare"):
+            _call_each_once(backend, share, loaded)
+            emit({"event": "done"})
+            return
         if spec.get("start_instrumentation") and not vgrequest.start_instrumentation():
             raise EmbedbenchError(
                 "the counting process could not start callgrind's instrumentation "
@@ -124,6 +131,17 @@ def count_forms(spec: dict[str, Any], emit: Emit) -> None:
                 emit({**event, "error": error} if error else event)
             backend.after_case(share)
     emit({"event": "done"})
+
+
+def _call_each_once(backend: Any, share: Any, loaded: Any) -> None:
+    """Every form of every case of ``share`` called once, uncounted (``prepare``)."""
+    for tokens, case in backend.cases(share):
+        forms, row = backend.case_calls(share, loaded, case, tokens)
+        if row is None or row.get("ok"):
+            for call in forms.values():
+                with contextlib.suppress(Exception):  # the counted process records it
+                    call()
+        backend.after_case(share)
 
 
 def main(argv: list[str]) -> int:

@@ -3,6 +3,7 @@ events header, the per-call figures and their weights, the valgrind command, and
 one-line refusal where valgrind is missing."""
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,40 @@ def test_the_counting_process_keeps_only_what_it_needs_of_the_environment():
     # What moves from one command to the next leaves the environment as it was.
     moved = {"PYTEST_CURRENT_TEST": "other", "EMBEDBENCH_HOST_REFERENCE": "/tmp/a/b/ref.json"}
     assert countrun.counting_environment({**caller, **moved}) == env
+
+
+def test_the_preparing_pass_leaves_a_fresh_factory_modules_bytecode_cached(tmp_path):
+    """Natively, before the counted process: a module compiled in one counting process and
+    read from its cache in the next moves their heaps, and their counts with them."""
+    from embedbench import RunConfig
+    from embedbench.measure import Share
+    from embedbench.spawn import worker_environment
+
+    source = Path(__file__).parent / "support" / "ledger_factories.py"
+    shutil.copy(source, tmp_path / "fresh_factories.py")
+    config = RunConfig(warmup=1, blocks=2, iterations=1, processes=1)
+    share = Share(config, 0, 0, 2, 0, "cpu", "", factory="fresh_factories:lookups")
+    env = countrun.counting_environment(worker_environment(extra=[str(tmp_path)]))
+    out = tmp_path / "out"
+    out.mkdir()
+    assert not (tmp_path / "__pycache__").exists()
+    countrun._prepare(share.to_json(), out, env, lambda _line: None)
+    assert list((tmp_path / "__pycache__").glob("fresh_factories.*.pyc"))
+
+
+def test_the_counted_process_starts_only_after_the_preparing_pass(monkeypatch):
+    from embedbench import RunConfig
+    from embedbench.measure import Share
+
+    started: list[list[str]] = []
+
+    def run(command, env, counted, ready, log):
+        started.append(command)
+
+    monkeypatch.setattr(countrun, "check_counts", lambda: "/usr/bin/valgrind")
+    monkeypatch.setattr(countrun, "_run", run)
+    share = Share(RunConfig(), 0, 0, 1, 0, "cpu", "", factory="support.ledger_factories:lookups")
+    countrun.count_share(share.to_json(), measured_device="cpu", log=lambda _l: None, env={})
+    native, counted = started
+    assert native[:2] == [sys.executable, "-m"] and native[-1].endswith("prepare.json")
+    assert counted[0] == "/usr/bin/valgrind" and counted[-1].endswith("spec.json")
