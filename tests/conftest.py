@@ -94,6 +94,7 @@ TIERS = {
     ],
     "e2e": [
         *("test_bad_inputs.py", "test_benchmarks_smoke.py", "test_cli.py", "test_interrupts.py"),
+        "test_gpu_check_runs.py",  # benchmarks/gpu_check.sh: dry runs, on the CPU, in an image
         *("test_intervals.py", "test_report.py", "test_run_guards.py", "test_schema_compat.py"),
         *("test_selftest.py", "test_windows.py", "test_workers.py", "test_quiet_parent.py"),
         "test_interference.py",  # neighbours and bursts on the simulated host: seconds

@@ -1,5 +1,5 @@
 """The parts of benchmarks/gpu_check.sh that need no run: the core it pins, and what its
-report says about the run (the script's own runs: test_benchmarks_smoke.py)."""
+report says about the run (the script's own runs: test_gpu_check_runs.py)."""
 
 from __future__ import annotations
 
