@@ -113,12 +113,21 @@ TIERS = {
 MODULE_TIER = {module: tier for tier, modules in TIERS.items() for module in modules}
 # `make test` spreads the tests over two processes (pytest-xdist, --dist loadscope): all
 # the tests of a module run in one process, so that each module-scoped fixture (seeded
-# simulations, the real code's checks, a browser, valgrind) is built once.
+# simulations, the real code's checks, a browser, valgrind) is built once. Modules go out
+# in collection order, each process taking the next when it is done, so the slowest
+# modules are collected first (each 30 s or more on a 2-core machine): the processes
+# then end together, rather than one finishing a long module alone.
+SLOWEST_FIRST = (
+    *("test_vllm_omni_integration.py", "test_benchmarks_smoke.py", "test_promises.py"),
+    *("test_gpu_check_runs.py", "test_notebooks.py", "test_browser.py", "test_counts.py"),
+    *("test_run_guards.py", "test_cli.py", "test_schema_compat.py", "test_torch_free.py"),
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every test exactly one tier marker: its own, else e2e for a harness run's
-    fixture, else its module's (a module missing from TIERS is an error, not a guess)."""
+    fixture, else its module's (a module missing from TIERS is an error, not a guess);
+    then put the modules of ``SLOWEST_FIRST`` first, in its order."""
     for item in items:
         module = item.path.name
         if any(m.name in TIERS for m in item.own_markers):
@@ -129,6 +138,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
         tier = "e2e" if "small_run_dir" in item.fixturenames else MODULE_TIER[module]
         item.add_marker(getattr(pytest.mark, tier))
+    rank = {module: i for i, module in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="session")
