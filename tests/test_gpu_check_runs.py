@@ -103,10 +103,11 @@ def test_gpu_check_python_steps_need_no_implicit_imports(tmp_path: Path) -> None
 
 
 # The dry runs' design (a few tiny blocks in 2 workers) and the probe on a small table,
-# with the line each probe prints when every case passes.
+# with the line each probe prints when every case passes. The dry runs that check how
+# dependencies are installed run one case in one worker (each worker imports torch).
 DRY_RUN_DESIGN = ["--allow-busy", "--warmup", "2", "--blocks", "4", "--iterations", "3"]
 DRY_RUN_DESIGN += ["--processes", "2"]
-DRY_RUN_FLAGS = ["--cases", "audio", *DRY_RUN_DESIGN]
+DRY_RUN_FLAGS = ["--cases", "audio", *DRY_RUN_DESIGN[:-2], "--processes", "1"]
 DRY_RUN_PROBE_FLAGS = "--hidden 64 --tokens 300"
 PROBE_OK = "probe: {family}, cpu, 300 tokens, hidden 64, all cases ok"
 # The lines of gpu_check.md that end with a step's elapsed seconds.
