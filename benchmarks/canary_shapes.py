@@ -1,7 +1,7 @@
 """Which canary shape moves with the lookups when the host's memory system slows down?
 
     python benchmarks/canary_shapes.py --cpu-core 1            # 8 trials, ~2 min, ~1.7 GB
-    python benchmarks/canary_shapes.py --cpu-core 1 --quick    # 2 trials (smoke)
+    python benchmarks/canary_shapes.py --cpu-core 1 --quick    # 2 trials, narrow (smoke)
 
 One process, pinned, at the default geometry (a 152064 × 3584 bfloat16 table, 1172-token
 lookups). Each trial times, interleaved, the measured operation and three candidate
@@ -19,6 +19,10 @@ on) on another core. The table gives each trial's times and, per shape, the rati
 slowest trial to its fastest: a canary that stays flat while the lookups move is blind to
 what slows them. The host's own drift counts as much as the neighbour's effect; both are
 what a canary is for.
+
+``--quick`` (a smoke run): 2 trials on a table of ``QUICK_HIDDEN`` columns (the gathers
+as narrow; the copy stays 8 MiB), the neighbour given 0.2 s to start and 0.1 s between
+trials instead of 1.5 s and 1 s.
 """
 
 from __future__ import annotations
@@ -35,24 +39,26 @@ ROWS = 1172
 SHAPES = ("lookup", "gather, table", "gather, own buffer", "copy")
 ROUNDS = 6
 CALLS = 15
+QUICK_HIDDEN = 64
 
 
-def _shapes(seed: int = 0) -> dict[str, object]:
-    """The four operations, each a zero-argument callable."""
+def _shapes(seed: int = 0, hidden: int = C.HIDDEN_7B) -> dict[str, object]:
+    """The four operations, each a zero-argument callable (the table and the gathers
+    ``hidden`` columns wide)."""
     import torch
 
     from embedbench.harness.canary import source_bytes
     from embedbench.harness.sysinfo import last_level_cache_bytes
 
     torch.set_num_threads(1)
-    table = torch.randn(C.VOCAB_7B, C.HIDDEN_7B).to(torch.bfloat16)
+    table = torch.randn(C.VOCAB_7B, hidden).to(torch.bfloat16)
     embedding = torch.nn.Embedding.from_pretrained(table)
     generator = torch.Generator().manual_seed(seed)
     inputs = [torch.randint(0, C.VOCAB_7B, (ROWS,), generator=generator) for _ in range(64)]
-    own_rows = source_bytes(last_level_cache_bytes(0)) // (2 * C.HIDDEN_7B)
-    own = torch.ones(own_rows, C.HIDDEN_7B, dtype=torch.bfloat16)
+    own_rows = source_bytes(last_level_cache_bytes(0)) // (2 * hidden)
+    own = torch.ones(own_rows, hidden, dtype=torch.bfloat16)
     own_inputs = [i % own_rows for i in inputs]
-    out = torch.empty(ROWS, C.HIDDEN_7B, dtype=torch.bfloat16)
+    out = torch.empty(ROWS, hidden, dtype=torch.bfloat16)
     src = torch.ones(ROWS * C.HIDDEN_7B, dtype=torch.bfloat16)
     dst = torch.zeros_like(src)
     turn = [0]
@@ -99,7 +105,8 @@ def main() -> None:
         p.error("needs two allowed cores: one to measure, one for the neighbour")
     neighbour_core = others[0]
     os.sched_setaffinity(0, {session.core})
-    shapes = _shapes()
+    shapes = _shapes(hidden=QUICK_HIDDEN if args.quick else C.HIDDEN_7B)
+    hog_start_s, pause_s = (0.2, 0.1) if args.quick else (1.5, 1.0)
     rows, results = [], []
     for i in range(args.trials or (2 if args.quick else 8)):
         condition = "quiet" if i % 2 == 0 else "memory neighbour"
@@ -109,7 +116,7 @@ def main() -> None:
                 [sys.executable, str(Path(__file__).with_name("neighbour.py")), "--core",
                  str(neighbour_core), "--on", "1", "--off", "0", "--seconds", "60"]
             )  # fmt: skip
-            time.sleep(1.5)
+            time.sleep(hog_start_s)
         try:
             found = trial(shapes)
         finally:
@@ -118,14 +125,15 @@ def main() -> None:
                 hog.wait()
         results.append({"condition": condition, **found})
         rows.append([i + 1, condition, *(found[name] for name in SHAPES)])
-        time.sleep(1.0)
+        time.sleep(pause_s)
+    narrow = f" --quick: a table of {C.VOCAB_7B} × {QUICK_HIDDEN}." if args.quick else ""
     spans = [max(r[n] for r in results) / min(r[n] for r in results) for n in SHAPES]
     headers = ["trial", "condition", *(f"{n} (µs)" for n in SHAPES)]
     rows.append(["", "slowest ÷ fastest trial", *spans])
     table = C.markdown_table(headers, rows, align="rl" + "r" * len(SHAPES))
     C.publish(
         session,
-        [C.Section("Canary shapes", table, f"Neighbour on core {neighbour_core}.")],
+        [C.Section("Canary shapes", table, f"Neighbour on core {neighbour_core}." + narrow)],
         {"trials": results, "span": dict(zip(SHAPES, spans, strict=True))},
     )
 

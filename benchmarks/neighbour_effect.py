@@ -1,7 +1,7 @@
 """How much does a busy other core slow the canary and the lookups, busy halves against idle?
 
     python benchmarks/neighbour_effect.py --cpu-core 1              # 4 conditions × 45 s, ~3.5 min
-    python benchmarks/neighbour_effect.py --cpu-core 1 --quick      # 4 × 5 s (smoke)
+    python benchmarks/neighbour_effect.py --cpu-core 1 --quick      # 4 × 1 s (smoke)
 
 The calibration of the host-stability rule that sees a neighbour by its effect
 (``stability.neighbour_contrast``). One process, pinned, at the default geometry (a
@@ -20,6 +20,9 @@ Per condition: the steps with the other cores busy (≥ 0.75 cores) and idle (�
 for the lookup and both canaries the median of each side and their ratio minus 1. The
 table also gives each one's step-to-step noise (the SD of successive log differences
 over √2), which sets how large a contrast a run of 240 block halves can resolve.
+
+``--quick`` (a smoke run): 1 s per condition on a table of ``QUICK_HIDDEN`` columns, the
+neighbour given 0.2 s to start instead of 1 s.
 """
 
 from __future__ import annotations
@@ -44,10 +47,20 @@ CONDITIONS = {
     "spinning on/off 3 s": ["--spin", "--on", "3", "--off", "3"],
 }
 MEASURES = ("lookup", "canary, half a lookup", "canary, a whole lookup")
+QUICK_HIDDEN = 64
 
 
-def _steps(core: int, other: int | None, seconds: float, hog_args: list[str] | None) -> dict:
-    """Run one condition: every step's three times (µs) and the other cores' busy time."""
+def _steps(
+    core: int,
+    other: int | None,
+    seconds: float,
+    hog_args: list[str] | None,
+    *,
+    hidden: int = C.HIDDEN_7B,
+    hog_start_s: float = 1.0,
+) -> dict:
+    """Run one condition: every step's three times (µs) and the other cores' busy time,
+    on a table of ``hidden`` columns; the neighbour is given ``hog_start_s`` to start."""
     import torch
 
     from embedbench.harness.canary import ROWS_SHARE, Canary
@@ -60,10 +73,10 @@ def _steps(core: int, other: int | None, seconds: float, hog_args: list[str] | N
         cmd = [sys.executable, str(Path(__file__).with_name("neighbour.py")), *hog_args]
         cmd += ["--core", str(other), "--seconds", str(seconds + 30)]
         hog = subprocess.Popen(cmd)
-        time.sleep(1.0)
+        time.sleep(hog_start_s)
     try:
         with isolated(core):
-            table = _table()
+            table = _table(hidden)
             ids = torch.randint(0, table.shape[0], (ROWS,))
             half = Canary(ROWS, table=table, core=core)
             whole = Canary(round(ROWS / ROWS_SHARE), table=table, core=core)  # ROWS rows
@@ -88,12 +101,12 @@ def _steps(core: int, other: int | None, seconds: float, hog_args: list[str] | N
 
 
 @functools.lru_cache(maxsize=1)
-def _table():
-    """The default geometry's table, built once per process."""
+def _table(hidden: int = C.HIDDEN_7B):
+    """The table (the default geometry's by default), built once per process."""
     import torch
 
     torch.manual_seed(0)
-    return torch.randn(C.VOCAB_7B, C.HIDDEN_7B).to(torch.bfloat16)
+    return torch.randn(C.VOCAB_7B, hidden).to(torch.bfloat16)
 
 
 def summarise(name: str, rows: list[tuple[float, float, float, float | None]]) -> list:
@@ -114,16 +127,19 @@ def summarise(name: str, rows: list[tuple[float, float, float, float | None]]) -
 
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=None, help="per condition (default 45)")
+    p.add_argument(
+        "--seconds", type=float, default=None, help="per condition (default 45; --quick: 1)"
+    )
     args = p.parse_args()
     session = C.Session("neighbour_effect", args)
-    seconds = args.seconds or (5.0 if args.quick else 45.0)
+    seconds = args.seconds or (1.0 if args.quick else 45.0)
+    shape = {"hidden": QUICK_HIDDEN, "hog_start_s": 0.2} if args.quick else {}
     others = [c for c in sorted(os.sched_getaffinity(0)) if c != session.core]
     other = others[-1] if others else None
     table_rows, data = [], {}
     for name, hog_args in CONDITIONS.items():
         print(f"{name} ({seconds:g} s) ...", file=sys.stderr, flush=True)
-        result = _steps(session.core, other, seconds, hog_args)
+        result = _steps(session.core, other, seconds, hog_args, **shape)
         table_rows += summarise(name, result["rows"])
         data[name] = result
     headers = [
@@ -143,6 +159,8 @@ def main() -> None:
         if other is not None
         else "No other allowed core: every condition ran without its neighbour."
     )
+    if args.quick:
+        note += f" --quick: a table of {C.VOCAB_7B} × {QUICK_HIDDEN}."
     session.add("Busy against idle steps", C.markdown_table(headers, table_rows), note)
     session.data.update({"conditions": data, "seconds": seconds})
     session.finish()
