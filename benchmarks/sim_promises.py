@@ -24,6 +24,9 @@ which promise each rule keeps: ``floor`` (the interval without its block-noise f
 ``reference`` (no stored quiet reference), ``preempted`` (no preempted-share rule),
 ``neighbour`` (no busy-against-idle contrast).
 
+``--quick`` (a smoke run): one host per condition, ``QUICK_GROUP`` runs on it after
+``QUICK_WARM`` quiet ones, and one run per toggle period.
+
 Targets (docs/method.md, "What the tests promise"): false alarms ≤ 10 %; Text and A/A
 called in ≤ 5 % of unlabelled runs (a binomial test at 1 % that the rate exceeds 5 %);
 every estimate inside its interval; cross-coverage ≥ 0.80 per case; the always-on
@@ -49,6 +52,10 @@ CASES = ("text", "audio")
 TOKENS = 1172
 GROUP = 10  # runs per simulated host for cross-coverage
 WARM = 5  # quiet runs that build a host's reference before its neighbour starts
+# --quick, per host: the fewest runs that still give a cross-coverage (two), after the
+# fewest quiet runs a stored reference needs (stability.REFERENCE_MIN_RUNS).
+QUICK_GROUP = 2
+QUICK_WARM = 3
 FALSE_ALARM_LIMIT = 0.10
 CALL_RATE = 0.05
 CALL_TEST_P = 0.01
@@ -78,13 +85,13 @@ def labelled(result: Any) -> bool:
     return result.metadata["host_stability"]["verdict"] == "noisy"
 
 
-def quiet_runs(hosts: int, seed: int = 0) -> list[tuple[int, Any]]:
-    """``GROUP`` runs with the A/A check on each of ``hosts`` quiet simulated hosts."""
+def quiet_runs(hosts: int, seed: int = 0, group: int = GROUP) -> list[tuple[int, Any]]:
+    """``group`` runs with the A/A check on each of ``hosts`` quiet simulated hosts."""
     runs = []
     for index in range(hosts):
         sim = Simulation(QUIET, seed + index)
         try:
-            runs += [(index, sim.run(config(aa=True))) for _ in range(GROUP)]
+            runs += [(index, sim.run(config(aa=True))) for _ in range(group)]
         finally:
             sim.close()
     return runs
@@ -245,29 +252,36 @@ def coverage_counts(runs: Sequence[tuple[int, Any]], case: str) -> tuple[int, in
     return hits, total
 
 
-def condition_runs(condition: str, hosts: range, seed: int = 0) -> list[tuple[int, Any]]:
+def condition_runs(
+    condition: str, hosts: range, seed: int = 0, quick: bool = False
+) -> list[tuple[int, Any]]:
     """(host index, run) of ``condition`` (``CONDITIONS``) on the hosts ``hosts`` (their
-    seeds are ``seed`` + index, so a range of them runs the same as the whole)."""
+    seeds are ``seed`` + index, so a range of them runs the same as the whole);
+    ``quick``: ``QUICK_GROUP`` runs a host after at most ``QUICK_WARM`` quiet ones."""
     host, warm = CONDITIONS[condition]
+    group = QUICK_GROUP if quick else GROUP
+    warm = min(warm, QUICK_WARM) if quick else warm
     runs = []
     for index in hosts:
         sim = Simulation(QUIET, seed + index)
         try:
             if host is None:
-                runs += [(index, sim.run(config(aa=True))) for _ in range(GROUP)]
+                runs += [(index, sim.run(config(aa=True))) for _ in range(group)]
                 continue
             for _ in range(warm):
                 sim.run(config())
-            runs += [(index, sim.run(config(), host)) for _ in range(GROUP)]
+            runs += [(index, sim.run(config(), host)) for _ in range(group)]
         finally:
             sim.close()
     return runs
 
 
-def outcome(condition: str, hosts: range, seed: int = 0, rule: str | None = None) -> Outcome:
+def outcome(
+    condition: str, hosts: range, seed: int = 0, rule: str | None = None, quick: bool = False
+) -> Outcome:
     """The promises' counts of ``condition_runs`` (with ``rule`` broken, if given)."""
     with broken(rule):
-        runs = condition_runs(condition, hosts, seed)
+        runs = condition_runs(condition, hosts, seed, quick)
     results = [r for _, r in runs]
     return Outcome(
         len(results),
@@ -279,9 +293,9 @@ def outcome(condition: str, hosts: range, seed: int = 0, rule: str | None = None
     )
 
 
-def _outcome_part(job: tuple[str, range, int, str | None]) -> tuple[str, Outcome]:
-    condition, hosts, seed, rule = job
-    return condition, outcome(condition, hosts, seed, rule)
+def _outcome_part(job: tuple[str, range, int, str | None, bool]) -> tuple[str, Outcome]:
+    condition, hosts, seed, rule, quick = job
+    return condition, outcome(condition, hosts, seed, rule, quick)
 
 
 def outcomes(
@@ -291,12 +305,13 @@ def outcomes(
     *,
     processes: int = 1,
     rule: str | None = None,
+    quick: bool = False,
 ) -> dict[str, Outcome]:
     """Each condition's ``Outcome`` over ``hosts`` hosts, split in halves of hosts over
     ``processes`` processes (the same counts as one process: every host has its seed)."""
     half = (hosts + 1) // 2
     jobs = [
-        (condition, part, seed, rule)
+        (condition, part, seed, rule, quick)
         for condition in conditions
         for part in (range(0, half), range(half, hosts))
         if len(part)
@@ -332,10 +347,21 @@ def main() -> None:
     hosts = 1 if args.quick else args.hosts
     session = C.Session("sim_promises", args)
     started = time.perf_counter()
-    found = outcomes(list(CONDITIONS), hosts, args.seed, processes=args.processes, rule=args.rule)
+    group, warm = (QUICK_GROUP, QUICK_WARM) if args.quick else (GROUP, WARM)
+    per_period = 1 if args.quick else 2
+    found = outcomes(
+        list(CONDITIONS),
+        hosts,
+        args.seed,
+        processes=args.processes,
+        rule=args.rule,
+        quick=args.quick,
+    )
     with broken(args.rule):
         by_period = {
-            period: share_labelled(neighbour_runs(toggled_every(period), hosts, 2, 0, args.seed))
+            period: share_labelled(
+                neighbour_runs(toggled_every(period), hosts, per_period, 0, args.seed)
+            )
             for period in TOGGLE_PERIODS
         }
     quiet = found["quiet"]
@@ -367,9 +393,10 @@ def main() -> None:
             for period, share in by_period.items()
         ],
     ]
-    runs = sum(o.runs for o in found.values()) + hosts * WARM + 2 * hosts * len(TOGGLE_PERIODS)
+    runs = sum(o.runs for o in found.values()) + hosts * warm
+    runs += per_period * hosts * len(TOGGLE_PERIODS)
     note = (
-        f"{hosts} simulated hosts per condition, {GROUP} runs each (cases {', '.join(CASES)}, "
+        f"{hosts} simulated hosts per condition, {group} runs each (cases {', '.join(CASES)}, "
         f"default design), seeds from {args.seed}; {runs} runs in "
         f"{time.perf_counter() - started:.0f} s. Broken rule: {args.rule or 'none'}."
     )

@@ -14,6 +14,9 @@ Conditions (``benchmarks/sim_promises.py``'s): quiet hosts; off-CPU bursts takin
 preempted share); a memory neighbour toggled every 0.3 s (the neighbour contrasts, the
 workers' spreads and levels); an always-on neighbour after 5 quiet runs (the stored
 reference).
+
+``--quick`` (a smoke run): one host per condition, ``sim_promises.QUICK_GROUP`` runs on it
+after ``sim_promises.QUICK_WARM`` quiet ones where a reference is needed.
 """
 
 from __future__ import annotations
@@ -162,14 +165,15 @@ def main() -> None:
     args = p.parse_args()
     hosts = 1 if args.quick else args.hosts
     session = C.Session("sim_thresholds", args)
+    group, warm = (P.QUICK_GROUP, P.QUICK_WARM) if args.quick else (P.GROUP, P.WARM)
     started = time.perf_counter()
-    quiet = [r for _, r in P.quiet_runs(hosts, args.seed)]
+    quiet = [r for _, r in P.quiet_runs(hosts, args.seed, group)]
     noisy = {
-        "bursts": P.neighbour_runs(P.BURSTS, hosts, P.GROUP, 0, args.seed),
-        "toggled": P.neighbour_runs(P.TOGGLED, hosts, P.GROUP, 0, args.seed),
-        "always": P.neighbour_runs(P.ALWAYS, hosts, P.GROUP, P.WARM, args.seed),
+        "bursts": P.neighbour_runs(P.BURSTS, hosts, group, 0, args.seed),
+        "toggled": P.neighbour_runs(P.TOGGLED, hosts, group, 0, args.seed),
+        "always": P.neighbour_runs(P.ALWAYS, hosts, group, warm, args.seed),
     }
-    quiet_with_reference = P.neighbour_runs(P.QUIET, hosts, P.GROUP, P.WARM, args.seed + 500)
+    quiet_with_reference = P.neighbour_runs(P.QUIET, hosts, group, warm, args.seed + 500)
     sections, data = [], {}
     for rule in RULES:
         baseline = quiet_with_reference if rule.condition == "always" else quiet
@@ -186,7 +190,7 @@ def main() -> None:
             )
         )
     note = (
-        f"{hosts} simulated hosts per condition, {P.GROUP} runs each (cases "
+        f"{hosts} simulated hosts per condition, {group} runs each (cases "
         f"{', '.join(P.CASES)}, default design), seeds from {args.seed}; "
         f"{time.perf_counter() - started:.0f} s."
     )
