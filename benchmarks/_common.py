@@ -94,11 +94,27 @@ def busy_shares(window_s: float = 0.5) -> dict[int, float | None]:
 TIE_SHARE = 0.05
 # The core the PR pinned (`taskset -c 2`): where it is allowed and tied, it is the pick.
 PR_CORE = 2
-# The reduced design of every script's --quick run (a smoke run, not evidence): two workers,
-# the fewest that still give a between-process interval, so each run starts two processes.
-# As paired_benchmark's keywords, and as `embedbench run` flags.
-QUICK_DESIGN = {"warmup": 5, "blocks": 4, "iterations": 5, "processes": 2}
-QUICK_RUN_FLAGS = [part for key, value in QUICK_DESIGN.items() for part in (f"--{key}", str(value))]
+# The reduced designs of the scripts' --quick runs (smoke runs, not evidence), as
+# paired_benchmark's keywords and as `embedbench run` flags. QUICK_DESIGN: two workers, the
+# fewest that still give a between-process interval (for scripts that read per-worker
+# numbers: the calibration column, the workers' canary spreads), two blocks each, one
+# warm-up call. QUICK_ONE_DESIGN: one process (the run measures in its own process, no
+# worker starts), two blocks: for scripts that read only the summary and metadata.
+QUICK_DESIGN = {"warmup": 1, "blocks": 4, "iterations": 3, "processes": 2}
+QUICK_ONE_DESIGN = {"warmup": 1, "blocks": 2, "iterations": 3, "processes": 1}
+
+
+def run_flags(design: dict[str, int]) -> list[str]:
+    """``design`` as `embedbench run` flags."""
+    return [part for key, value in design.items() for part in (f"--{key}", str(value))]
+
+
+QUICK_RUN_FLAGS = run_flags(QUICK_DESIGN)
+QUICK_ONE_RUN_FLAGS = run_flags(QUICK_ONE_DESIGN)
+# The load snapshots' window (busy shares per core): 0.5 s, or 0.1 s for a --quick run,
+# which takes one at start and one at end of every script.
+LOAD_WINDOW_S = 0.5
+QUICK_LOAD_WINDOW_S = 0.1
 
 
 def least_busy_core(shares: dict[int, float | None], allowed: Iterable[int] | None = None) -> int:
@@ -118,7 +134,7 @@ def least_busy_core(shares: dict[int, float | None], allowed: Iterable[int] | No
     return min(tied, key=lambda c: (c == 0, c))
 
 
-def load_snapshot(window_s: float = 0.5) -> dict[str, Any]:
+def load_snapshot(window_s: float = LOAD_WINDOW_S) -> dict[str, Any]:
     """Load average and per-core busy shares now."""
     shares = busy_shares(window_s)
     return {
@@ -153,7 +169,8 @@ class Session:
         self.args = args
         self.started = datetime.now(timezone.utc)
         self.machine = machine_facts()
-        self.load_start = load_snapshot()
+        self.window_s = QUICK_LOAD_WINDOW_S if args.quick else LOAD_WINDOW_S
+        self.load_start = load_snapshot(self.window_s)
         shares = {int(k): v for k, v in self.load_start["busy_share"].items()}
         self.core = args.cpu_core if args.cpu_core is not None else least_busy_core(shares)
         self.load_end: dict[str, Any] | None = None
@@ -189,10 +206,10 @@ class Session:
             f"Python {m['python']}, torch {m['torch']}",
             f"- pinned core: {self.core}"
             + (" (--quick: smoke run, not evidence)" if self.args.quick else ""),
-            f"- load at start: {_fmt_load(self.load_start)}",
+            f"- load at start: {_fmt_load(self.load_start, self.window_s)}",
         ]
         if self.load_end is not None:
-            lines.append(f"- load at end: {_fmt_load(self.load_end)}")
+            lines.append(f"- load at end: {_fmt_load(self.load_end, self.window_s)}")
             lines.append(
                 "- **taken while the machine was busy** (another core or ours > 20 % busy)"
                 if self.busy()
@@ -202,7 +219,7 @@ class Session:
 
     def finish(self) -> None:
         """Take the closing load snapshot, print everything, write JSON if asked."""
-        self.load_end = load_snapshot()
+        self.load_end = load_snapshot(self.window_s)
         print(self.header())
         print()
         for section in self.sections:
@@ -231,12 +248,12 @@ class Session:
         self.sections.append(text)
 
 
-def _fmt_load(snap: dict[str, Any]) -> str:
+def _fmt_load(snap: dict[str, Any], window_s: float = LOAD_WINDOW_S) -> str:
     shares = ", ".join(
         f"cpu{k} {'?' if v is None else f'{100 * v:.0f} %'}" for k, v in snap["busy_share"].items()
     )
     la = " ".join(f"{x:.2f}" for x in snap["loadavg"])
-    return f"loadavg {la}; busy share over 0.5 s: {shares}"
+    return f"loadavg {la}; busy share over {window_s:g} s: {shares}"
 
 
 def _json_default(value: Any) -> Any:

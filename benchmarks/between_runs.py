@@ -19,7 +19,8 @@ Targets (docs/PERFORMANCE.md, "Between-run reproducibility"): cross-coverage ≥
 every case; between-run SD ≤ 1.5 pp and mean half-width ≤ 3.5 pp for every multimodal
 case; every A/A interval covers 0 in at least 9 of 10 runs.
 
-``--quick``: 3 runs of a reduced design (warm-up 5, 6 blocks × 5 calls, 3 workers), a smoke run.
+``--quick``: 2 runs (the fewest with a between-run SD) of a reduced design (warm-up 1, 4
+blocks × 3 calls, 2 workers: the fewest with a within-run SE), a smoke run.
 ``--from DIR [DIR ...]``: analyse runs kept earlier with ``--keep`` instead of running;
 several DIRs pool their runs (e.g. three 10-run sets as one of 30).
 """
@@ -211,7 +212,9 @@ def _table(cases: dict[str, dict[str, Any]], runs: int) -> tuple[str, list[str]]
 
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=None, help="consecutive runs (default 10)")
+    p.add_argument(
+        "--runs", type=int, default=None, help="consecutive runs (default 10; --quick: 2)"
+    )
     p.add_argument("--keep", metavar="DIR", help="keep every run's output directory under DIR")
     p.add_argument(
         "--from",
@@ -234,7 +237,7 @@ def main() -> None:
             "(wall: each run's start to end in its metadata)"
         )
     else:
-        runs_n = args.runs or (3 if args.quick else 10)
+        runs_n = args.runs or (2 if args.quick else 10)
         with tempfile.TemporaryDirectory(prefix="embedbench-between-") as tmp:
             where = Path(args.keep) if args.keep else Path(tmp)
             runs = []

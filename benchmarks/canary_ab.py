@@ -12,7 +12,8 @@ off, on, on, off, … so that a drift of the host lands on both arms alike. Repo
   range), and the canary's own accounted time (its reads' recorded µs, every probe's)
   as a share of each "on" run's wall time: the cost (target ≤ 2 %).
 
-``--quick``: one pair of a reduced design (a smoke run, not evidence).
+``--quick``: one pair of a reduced design (warm-up 1, 2 blocks × 3 calls in one process; a
+smoke run, not evidence).
 ``--from DIR``: analyse runs kept with ``--keep DIR``.
 """
 
@@ -154,7 +155,7 @@ def main() -> None:
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args()
     session = C.Session("canary_ab", args)
-    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_ONE_RUN_FLAGS if args.quick else []), *args.extra]
     if args.from_dir:
         runs = _kept(Path(args.from_dir))
     else:

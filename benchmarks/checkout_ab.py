@@ -11,6 +11,9 @@ every block edge and in the probes, as a share of the wall time), how many runs 
 labelled noisy, and per case the mean reduction, between-run SD, mean 95 % half-width,
 cross-coverage and, for Text, the verdicts other than "no detectable difference". Used to
 decide the canary's size (docs/archive/PERFORMANCE-2026-11.md, "Interference").
+
+``--quick``: one pair of runs (a, then b) of a reduced design (warm-up 1, 2 blocks × 3
+calls in one process; the ``-- EXTRA`` flags come after it), a smoke run.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def main() -> None:
             )
             raise SystemExit(2)
         order = schedule(list(pairs), 1 if args.quick else args.pairs)
-        flags = list(args.extra)
+        flags = [*(C.QUICK_ONE_RUN_FLAGS if args.quick else []), *args.extra]
         with tempfile.TemporaryDirectory(prefix="embedbench-ab-") as tmp:
             top = Path(args.keep or tmp)
             top.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,8 @@ design. Per family and case: the median over rounds of the baseline and fixed ho
 latency, the reduction, and the verdict interval's half-width, with how many runs agreed
 on the verdict.
 
-``--quick``: 1 round of a reduced design (warm-up 5, 6 blocks × 5 calls), a smoke run;
+``--quick``: 1 round of a reduced design (warm-up 1, 2 blocks × 3 calls in one process), a
+smoke run;
 ``--hidden N``: narrower tables than the published ones (for smoke runs).
 """
 
@@ -131,7 +132,7 @@ def main() -> None:
     args = p.parse_args()
     session = C.Session("families", args)
     rounds = args.rounds or (1 if args.quick else 2)
-    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_ONE_RUN_FLAGS if args.quick else []), *args.extra]
     runs = measure(session.core, flags, rounds, args.hidden)
     C.publish(session, tabulate(runs, flags, rounds), {"runs": runs, "rounds": rounds})
 

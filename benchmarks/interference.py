@@ -26,9 +26,11 @@ A/A pair, the replica's Audio case), ``--side-by-side`` tries each (default 4; 0
 the share of right verdicts and the wall time, per tool.
 
 ``--neighbours toggled,always`` alternates only those kinds (of toggled, always, bursts
-and spin) with the quiet runs. ``--quick``: 3 quiet and 3 neighbour runs of a reduced
-design (a smoke run, not evidence; no side-by-side unless asked). ``--from DIR``: analyse
-runs kept with ``--keep DIR`` (and their side-by-side tries, if kept) instead of running.
+and spin) with the quiet runs. ``--quick``: 1 quiet and 1 neighbour run (the toggled hog)
+of a reduced design (warm-up 1, 4 blocks × 3 calls, 2 workers: the fewest with a spread
+between workers; a smoke run, not evidence; no side-by-side unless asked). ``--from DIR``:
+analyse runs kept with ``--keep DIR`` (and their side-by-side tries, if kept) instead of
+running.
 """
 
 from __future__ import annotations
@@ -355,7 +357,9 @@ def _contrast(neighbour: dict[str, Any] | None) -> str:
 
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--pairs", type=int, default=None, help="quiet + neighbour pairs (default 16)")
+    p.add_argument(
+        "--pairs", type=int, default=None, help="quiet + neighbour pairs (default 16; --quick: 1)"
+    )
     p.add_argument("--keep", metavar="DIR", help="keep every run's output directory under DIR")
     p.add_argument("--from", dest="from_dir", metavar="DIR", help="analyse runs kept with --keep")
     p.add_argument(
@@ -396,7 +400,7 @@ def main() -> None:
             tries = json.loads(kept_tries.read_text())
     else:
         warm = args.reference_runs if args.reference_runs is not None else (0 if args.quick else 3)
-        order = schedule(args.pairs or (3 if args.quick else 16), kinds, warm)
+        order = schedule(args.pairs or (1 if args.quick else 16), kinds, warm)
         with tempfile.TemporaryDirectory(prefix="embedbench-interference-") as tmp:
             where = Path(args.keep) if args.keep else Path(tmp)
             where.mkdir(parents=True, exist_ok=True)

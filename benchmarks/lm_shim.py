@@ -15,7 +15,8 @@ flags, e.g.::
     python benchmarks/lm_shim.py --python .cache/embedbench/vllm-omni-cpu-venv/bin/python \\
         -- --target vllm-omni --repo CHECKOUT --baseline-ref REF
 
-``--quick``: 1 round of a reduced design (warm-up 5, 6 blocks × 5 calls), a smoke run.
+``--quick``: 1 round of a reduced design (warm-up 1, 2 blocks × 3 calls in one process), a
+smoke run.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def main() -> None:
     args = p.parse_args()
     session = C.Session("lm_shim", args)
     rounds = args.rounds or (1 if args.quick else 4)
-    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_ONE_RUN_FLAGS if args.quick else []), *args.extra]
     runs = []
     with tempfile.TemporaryDirectory(prefix="embedbench-lm-shim-") as tmp:
         for i, shim in enumerate(_order(rounds)):

@@ -11,7 +11,8 @@ built-in replica's Audio case), ``--tries`` times, alternating the tools:
 
 Per pair and tool: the share of right verdicts, every try's reading, and the median
 wall time of a try (both variants). pyperf is optional (``pip install pyperf``); without
-it only embedbench's side runs. ``--quick``: one try of a small design each, a smoke run.
+it only embedbench's side runs. ``--quick``: one try of a small design each (embedbench:
+warm-up 1, 2 blocks × 3 calls in one process), a smoke run.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def one_embedbench(pair: str, core: int, *, quick: bool, allow_busy: bool) -> di
 
     defaults = RunConfig()
     design = (
-        C.QUICK_DESIGN
+        C.QUICK_ONE_DESIGN
         if quick
         else {
             "warmup": defaults.warmup,

@@ -14,7 +14,7 @@
    start and end (``metadata.json``), and the number of timed + warm-up calls.
 
 ``--quick``: notebook (cached) only once, no first build, and a reduced design
-(warm-up 5, 6 blocks × 5 calls; lengths 512 / 1172 / 4096; blocks 6 / 12; 1 / 3
+(warm-up 1, 4 blocks × 3 calls in one process; lengths 512 / 1172; blocks 4 / 8; 1 / 2
 processes).
 """
 
@@ -159,10 +159,10 @@ def plan(args: argparse.Namespace) -> Plan:
     """The design and grid for these arguments (a smaller one with --quick)."""
     if args.quick:
         return Plan(
-            design={"warmup": 5, "blocks": 6, "iterations": 5, "processes": 3},
-            lengths=args.lengths or [512, 1172, 4096],
-            block_list=args.blocks or [6, 12],
-            process_list=args.processes or [1, 3],
+            design={"warmup": 1, "blocks": 4, "iterations": 3, "processes": 1},
+            lengths=args.lengths or [512, 1172],
+            block_list=args.blocks or [4, 8],
+            process_list=args.processes or [1, 2],
             first_build=False,
             notebook=not args.no_notebook,
             scaling=not args.no_scaling,

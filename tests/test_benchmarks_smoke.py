@@ -48,7 +48,7 @@ SCRIPTS = {
     "profile_cases": ["--hidden", "32", "--cases", "text", "interleaved"],
     "cli_startup": [],
     "canary_shapes": ["--trials", "2"],
-    "neighbour_effect": ["--seconds", "2"],
+    "neighbour_effect": [],
     "host_reference": ["--pairs", "2", "--processes", "1", "--reads", "20", "--hidden", "32"],
     "sim_promises": [],
     "sim_thresholds": [],
@@ -74,10 +74,8 @@ def test_walltime_quick(small_checkpoint: Path, tmp_path: Path) -> None:
             "--no-notebook",
             "--model",
             str(small_checkpoint),
-            "--lengths",
-            "1172",
-            "--blocks",
-            "6",
+            # One run: the quick design's own blocks and process (the grid reuses it).
+            *("--lengths", "1172", "--blocks", "4", "--processes", "1"),
         ],
         tmp_path,
     )
@@ -109,7 +107,7 @@ def test_lm_shim_quick(small_checkpoint: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_between_runs_quick(small_checkpoint: Path, tmp_path: Path) -> None:
     """The live path: two quick runs back to back (its reduced design must be a valid run)."""
-    flags = ["--quick", "--runs", "2", "--keep", str(tmp_path / "kept")]
+    flags = ["--quick", "--keep", str(tmp_path / "kept")]
     extra = ["--", "--model", str(small_checkpoint), "--cases", "audio", "--allow-busy"]
     res = _run([str(BENCH / "between_runs.py"), *flags, *extra], tmp_path, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -191,7 +189,7 @@ def test_interference_quick_counts_labels_and_reanalyses_kept_runs(
 ) -> None:
     """The live path with a real neighbour (quiet, then the toggled hog), then --from."""
     kept = tmp_path / "kept"
-    flags = ["--quick", "--pairs", "1", "--keep", str(kept), "--side-by-side", "1"]
+    flags = ["--quick", "--keep", str(kept), "--side-by-side", "1"]
     extra = ["--", "--model", str(small_checkpoint), "--cases", "text", "--allow-busy"]
     res = _run([str(BENCH / "interference.py"), *flags, *extra], tmp_path, timeout=400)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -322,7 +320,7 @@ def test_checkout_ab_runs_two_checkouts_in_turn_and_reanalyses_them(
 ) -> None:
     kept = tmp_path / "ab"
     design = ["--model", str(small_checkpoint), "--lengths", "300", "--cases", "text"]
-    design += ["--blocks", "4", "--iterations", "5", "--warmup", "2", "--allow-busy"]
+    design += ["--allow-busy"]
     flags = ["--quick", "--arm", f"a={ROOT}", "--arm", f"b={ROOT}", "--keep", str(kept)]
     res = _run([str(BENCH / "checkout_ab.py"), *flags, "--", *design], tmp_path, timeout=400)
     assert res.returncode == 0, res.stderr[-2000:]
