@@ -27,8 +27,8 @@ the share of right verdicts and the wall time, per tool.
 
 ``--neighbours toggled,always`` alternates only those kinds (of toggled, always, bursts
 and spin) with the quiet runs. ``--quick``: 1 quiet and 1 neighbour run (the toggled hog)
-of a reduced design (warm-up 1, 4 blocks × 3 calls, 2 workers: the fewest with a spread
-between workers; a smoke run, not evidence; no side-by-side unless asked). ``--from DIR``:
+of a reduced design (warm-up 1, 2 blocks × 3 calls in one process; a smoke run, not
+evidence; no side-by-side unless asked, and then only the A/A pair). ``--from DIR``:
 analyse runs kept with ``--keep DIR`` (and their side-by-side tries, if kept) instead of
 running.
 """
@@ -391,7 +391,7 @@ def main() -> None:
         print(f"interference.py: {exc}", file=sys.stderr)
         sys.exit(2)
     session = C.Session("interference", args)
-    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_ONE_RUN_FLAGS if args.quick else []), *args.extra]
     tries: list[dict[str, Any]] = []
     if args.from_dir:
         runs = _kept(Path(args.from_dir))
@@ -412,7 +412,7 @@ def main() -> None:
             if n_tries is None:
                 n_tries = 0 if args.quick else SIDE_BY_SIDE_TRIES
             if n_tries > 0:
-                pairs = ["blake2b", "same"] if args.quick else list(side_by_side.known_pairs.PAIRS)
+                pairs = ["same"] if args.quick else list(side_by_side.known_pairs.PAIRS)
                 tries = side_by_side.run_tries(
                     pairs,
                     n_tries,
