@@ -12,8 +12,10 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from unittest import mock
 
 import nbformat
+import papermill as pm
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,16 +148,25 @@ def test_report_validate_gate_run_without_torch(small_run_dir, tmp_path):
     assert gate.returncode == 0 and gate.stdout.startswith("gate: pass"), gate.stdout
 
 
-def _execute_without_torch(name: str, tmp_path: Path, *params: str) -> nbformat.NotebookNode:
+def _execute_without_torch(name: str, tmp_path: Path, **params) -> nbformat.NotebookNode:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(CHECK_CELL))
     source, out = tmp_path / f"in-{name}", tmp_path / f"out-{name}"
     nbformat.write(nb, source)
-    # papermill in a subprocess, so that its kernel inherits the blocking PYTHONPATH.
-    proc = _run(
-        ["-m", "papermill", str(source), str(out), "-k", "python3", "--no-progress-bar", *params]
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # papermill in this process, its kernel in one of its own that inherits the blocking
+    # PYTHONPATH (a papermill subprocess would import papermill again for each notebook).
+    # Written once, when it ends: rewriting the notebook after every cell costs seconds.
+    with mock.patch.dict(os.environ, _env()):
+        pm.execute_notebook(
+            str(source),
+            str(out),
+            parameters=params,
+            kernel_name="python3",
+            progress_bar=False,
+            request_save_on_cell_execute=False,
+            cwd=str(ROOT),
+            execution_timeout=300,
+        )
     executed = nbformat.read(out, as_version=4)
     errors = [
         o
@@ -171,13 +182,12 @@ def _execute_without_torch(name: str, tmp_path: Path, *params: str) -> nbformat.
 
 @pytest.mark.notebook
 def test_report_and_compare_notebooks_run_without_torch(small_run_dir, tmp_path):
-    report = _execute_without_torch(
-        "report.ipynb", tmp_path, "-p", "results_dir", str(small_run_dir)
-    )
+    report = _execute_without_torch("report.ipynb", tmp_path, results_dir=str(small_run_dir))
     assert any("image/png" in o.get("data", {}) for c in report.cells for o in c.get("outputs", []))
     _execute_without_torch(
         "compare.ipynb",
         tmp_path,
-        "-y",
-        f"results_dirs: ['{small_run_dir}']\ninclude_reference: true\nmax_slowdown_pct: 1000",
+        results_dirs=[str(small_run_dir)],
+        include_reference=True,
+        max_slowdown_pct=1000,
     )
