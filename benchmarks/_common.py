@@ -144,10 +144,19 @@ def load_snapshot(window_s: float = LOAD_WINDOW_S) -> dict[str, Any]:
     }
 
 
-def machine_facts() -> dict[str, Any]:
-    """What the numbers were measured on."""
-    import torch
+def machine_facts(*, import_torch: bool = True) -> dict[str, Any]:
+    """What the numbers were measured on. Without ``import_torch`` (a --quick run), a
+    process that has not imported torch yet reads torch's version from its installed
+    metadata and leaves its default thread count unknown (None): importing torch takes
+    about 1.5 s of CPU, most of a smoke run's own time where only its runs need torch."""
+    if import_torch or "torch" in sys.modules:
+        import torch
 
+        torch_version, threads = torch.__version__, torch.get_num_threads()
+    else:
+        from importlib.metadata import version
+
+        torch_version, threads = version("torch"), None
     return {
         "cpu_model": cpu_model(),
         "logical_cpus": os.cpu_count(),
@@ -156,8 +165,8 @@ def machine_facts() -> dict[str, Any]:
         "cpufreq": has_cpufreq(),
         "kernel": platform.release(),
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads_default": torch.get_num_threads(),
+        "torch": torch_version,
+        "torch_threads_default": threads,
     }
 
 
@@ -168,7 +177,7 @@ class Session:
         self.name = name
         self.args = args
         self.started = datetime.now(timezone.utc)
-        self.machine = machine_facts()
+        self.machine = machine_facts(import_torch=not args.quick)
         self.window_s = QUICK_LOAD_WINDOW_S if args.quick else LOAD_WINDOW_S
         self.load_start = load_snapshot(self.window_s)
         shares = {int(k): v for k, v in self.load_start["busy_share"].items()}

@@ -227,10 +227,12 @@ def main() -> None:
     args = p.parse_args()
     if args.from_dirs and (args.extra or args.runs or args.keep or args.quick):
         p.error("--from analyses kept runs: it takes no --runs, --keep, --quick or run flags")
+    # Kept runs are read before the session: a --from without any need not wait for it.
+    kept = _kept_runs(args.from_dirs) if args.from_dirs else []
     session = C.Session("between_runs", args)
     flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
     if args.from_dirs:
-        runs = _kept_runs(args.from_dirs)
+        runs = kept
         runs_n = len(runs)
         what = (
             f"{runs_n} runs kept under {', '.join(args.from_dirs)}, analysed together "

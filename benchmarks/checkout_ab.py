@@ -95,17 +95,15 @@ def main() -> None:
     p.add_argument("--from", dest="from_dir", metavar="DIR", help="analyse runs kept with --keep")
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args()
+    pairs = dict(a.split("=", 1) for a in args.arm if "=" in a)
+    if not args.from_dir and (len(pairs) != 2 or len(args.arm) != 2):
+        # Before the session: an argument error need not wait for the machine's facts.
+        print("checkout_ab: give two --arm NAME=CHECKOUT (--arm a=. --arm b=../b)", file=sys.stderr)
+        raise SystemExit(2)
     session = C.Session("checkout_ab", args)
     if args.from_dir:
         arms = kept(Path(args.from_dir))
     else:
-        pairs = dict(a.split("=", 1) for a in args.arm if "=" in a)
-        if len(pairs) != 2 or len(args.arm) != 2:
-            print(
-                "checkout_ab: give two --arm NAME=CHECKOUT (--arm a=. --arm b=../b)",
-                file=sys.stderr,
-            )
-            raise SystemExit(2)
         order = schedule(list(pairs), 1 if args.quick else args.pairs)
         flags = [*(C.QUICK_ONE_RUN_FLAGS if args.quick else []), *args.extra]
         with tempfile.TemporaryDirectory(prefix="embedbench-ab-") as tmp:

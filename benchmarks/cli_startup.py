@@ -15,6 +15,9 @@ Each command is a fresh process, timed from ``subprocess.run`` to its exit, repe
   and two workers' starts and ends, with almost nothing timed. The runs made here keep
   their quiet reference in the temporary folder, never in the user's cache.
 
+``--quick`` (a smoke run): each command once, and the results dir for ``report`` made of
+the Text case alone.
+
 ``--root DIR`` times another checkout's code instead (its ``.venv/bin/python`` if it
 has one, run from DIR), e.g. an older checkout, for a before/after table. The
 processes are not pinned; the environment (``PYTHONDONTWRITEBYTECODE`` included) is
@@ -53,11 +56,12 @@ def _small_checkpoint(directory: Path) -> Path:
     return synthetic.write_synthetic_checkpoint(directory / "ckpt", hidden_size=32)
 
 
-def _small_results(model: Path, directory: Path) -> Path:
-    """A complete tiny run: 300 tokens, 2 blocks in one process."""
+def _small_results(model: Path, directory: Path, cases: tuple[str, ...] | None = None) -> Path:
+    """A complete tiny run: 300 tokens, 2 blocks in one process, every case or ``cases``."""
     from embedbench import RunConfig, run
 
     out = directory / "results"
+    chosen = {"cases": list(cases)} if cases else {}
     config = RunConfig(
         model=str(model),
         lengths=300,
@@ -67,6 +71,7 @@ def _small_results(model: Path, directory: Path) -> Path:
         processes=1,
         output_dir=str(out),
         allow_busy=True,
+        **chosen,
     )
     run(config, progress=False, log=lambda _message: None)
     return out
@@ -116,7 +121,8 @@ def main() -> None:
         # Runs here, in this process and in the timed ones, keep their quiet reference here.
         os.environ["EMBEDBENCH_HOST_REFERENCE"] = str(scratch / "host-reference.json")
         model = _small_checkpoint(scratch)
-        results = Path(args.results) if args.results else _small_results(model, scratch)
+        cases = ("text",) if args.quick else None
+        results = Path(args.results) if args.results else _small_results(model, scratch, cases)
         times: dict[str, list[float]] = {label: [] for label, _, _ in COMMANDS}
         for index in range(repeats):
             for label, argv, expected in COMMANDS:

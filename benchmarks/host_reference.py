@@ -1,7 +1,7 @@
 """Could a stored reference of this host's quiet canary see a neighbour that never pauses?
 
     python benchmarks/host_reference.py --cpu-core 1              # 8 pairs of runs, ~5 min
-    python benchmarks/host_reference.py --cpu-core 1 --quick      # 2 pairs (smoke)
+    python benchmarks/host_reference.py --cpu-core 1 --quick      # 2 small pairs (smoke)
     python benchmarks/host_reference.py --replay DIR               # runs kept by interference.py
 
 A neighbour that is always on leaves no quiet block half inside a run to contrast with
@@ -20,6 +20,10 @@ above reference × (1 + limit) against the share of quiet runs above it.
 rebuilds the stored reference in their order at each of ``--limits`` (``rule``: the kit's
 own limit, which follows the reference's spread) and counts the runs of each condition
 that would be labelled, with every other rule as recorded.
+
+``--quick`` (a smoke run): 2 pairs (the fewest that give a run a reference), one process
+a run, 20 reads each on a table of ``QUICK_HIDDEN`` columns, the hog given 0.1 s to start
+instead of 0.5 s.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ ROWS = 1172
 PACE_BYTES = 16 * 1024
 LIMITS = (0.05, 0.10, 0.15, 0.20, 0.25)
 HOG = ["--on", "1", "--off", "0"]
+QUICK_HIDDEN = 32
 
 
 def child(core: int, reads: int, hidden: int) -> dict[str, float]:
@@ -72,16 +77,23 @@ def one_process(core: int, reads: int, hidden: int) -> dict[str, float]:
 
 
 def one_run(
-    condition: str, core: int, other: int | None, processes: int, reads: int, hidden: int
+    condition: str,
+    core: int,
+    other: int | None,
+    processes: int,
+    reads: int,
+    hidden: int,
+    hog_start_s: float = 0.5,
 ) -> dict:
-    """``processes`` fresh processes under ``condition``; their medians and the run's level."""
+    """``processes`` fresh processes under ``condition``; their medians and the run's level
+    (the hog given ``hog_start_s`` to start)."""
     hog = None
     if condition == "hog always on" and other is not None:
         script = Path(__file__).with_name("neighbour.py")
         seconds = str(30 + 10 * processes)
         cmd = [sys.executable, str(script), "--core", str(other), *HOG, "--seconds", seconds]
         hog = subprocess.Popen(cmd)
-        time.sleep(0.5)
+        time.sleep(hog_start_s)
     try:
         reads_of = [one_process(core, reads, hidden) for _ in range(processes)]
     finally:
@@ -166,10 +178,15 @@ def replay(top: Path, limits: list[float | None]) -> list[list]:
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
     p.add_argument("--pairs", type=int, default=None, help="quiet/hog pairs of runs (default 8)")
-    p.add_argument("--processes", type=int, default=None, help="per run (default 5)")
-    p.add_argument("--reads", type=int, default=None, help="canary reads a process (300)")
+    p.add_argument("--processes", type=int, default=None, help="per run (default 5; --quick 1)")
     p.add_argument(
-        "--hidden", type=int, default=C.HIDDEN_7B, help="table width (default 3584, the 7B's)"
+        "--reads", type=int, default=None, help="canary reads a process (300; --quick 20)"
+    )
+    p.add_argument(
+        "--hidden",
+        type=int,
+        default=None,
+        help=f"table width (default 3584, the 7B's; --quick: {QUICK_HIDDEN})",
     )
     p.add_argument(
         "--replay",
@@ -183,9 +200,10 @@ def main() -> None:
     )
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
-    reads = args.reads or (50 if args.quick else 300)
+    reads = args.reads or (20 if args.quick else 300)
+    hidden = args.hidden or (QUICK_HIDDEN if args.quick else C.HIDDEN_7B)
     if args.child is not None:
-        print(json.dumps(child(args.child, reads, args.hidden)))
+        print(json.dumps(child(args.child, reads, hidden)))
         return
     session = C.Session("host_reference", args)
     if args.replay:
@@ -208,14 +226,17 @@ def main() -> None:
         C.publish(session, [C.Section("The reference rule replayed", table, note)], {})
         return
     pairs = args.pairs or (2 if args.quick else 8)
-    processes = args.processes or (2 if args.quick else 5)
+    processes = args.processes or (1 if args.quick else 5)
+    hog_start_s = 0.1 if args.quick else 0.5
     others = [c for c in sorted(os.sched_getaffinity(0)) if c != session.core]
     other = others[-1] if others else None
     runs = []
     for i in range(pairs):
         for condition in ("quiet", "hog always on"):
             print(f"pair {i + 1}/{pairs}: {condition} ...", file=sys.stderr, flush=True)
-            runs.append(one_run(condition, session.core, other, processes, reads, args.hidden))
+            runs.append(
+                one_run(condition, session.core, other, processes, reads, hidden, hog_start_s)
+            )
     with_references(runs)
     run_rows = [
         [

@@ -28,9 +28,9 @@ the share of right verdicts and the wall time, per tool.
 ``--neighbours toggled,always`` alternates only those kinds (of toggled, always, bursts
 and spin) with the quiet runs. ``--quick``: 1 quiet and 1 neighbour run (the toggled hog)
 of a reduced design (warm-up 1, 2 blocks × 3 calls in one process; a smoke run, not
-evidence; no side-by-side unless asked, and then only the A/A pair). ``--from DIR``:
-analyse runs kept with ``--keep DIR`` (and their side-by-side tries, if kept) instead of
-running.
+evidence; the neighbour given 0.2 s to start instead of 1 s; no side-by-side unless
+asked, and then only the A/A pair). ``--from DIR``: analyse runs kept with ``--keep DIR``
+(and their side-by-side tries, if kept) instead of running.
 """
 
 from __future__ import annotations
@@ -108,14 +108,15 @@ def other_core(core: int) -> int | None:
     return others[-1] if others else None
 
 
-def _start_hog(condition: str, core: int | None) -> subprocess.Popen | None:
-    """The neighbour of ``condition`` on ``core`` (bursts: on the measuring core)."""
+def _start_hog(condition: str, core: int | None, start_s: float = 1.0) -> subprocess.Popen | None:
+    """The neighbour of ``condition`` on ``core`` (bursts: on the measuring core), given
+    ``start_s`` to start."""
     if condition == QUIET:
         return None
     cmd = [sys.executable, str(Path(__file__).with_name("neighbour.py")), *HOG_ARGS[condition]]
     cmd += ["--seconds", "900", *(["--core", str(core)] if core is not None else [])]
     hog = subprocess.Popen(cmd)
-    time.sleep(1.0)  # let it allocate and start copying before the run's guards look
+    time.sleep(start_s)  # let it allocate and start copying before the run's guards look
     return hog
 
 
@@ -150,9 +151,11 @@ def canary_seconds(meta: dict[str, Any], records: Sequence[dict[str, Any]]) -> f
     return (edges + reads + pace + warm) / 1e6
 
 
-def one_run(out: Path, condition: str, flags: list[str], core: int) -> dict[str, Any]:
+def one_run(
+    out: Path, condition: str, flags: list[str], core: int, hog_start_s: float = 1.0
+) -> dict[str, Any]:
     """One run under ``condition``: its outcome (verdict or refused), summary and cost."""
-    hog = _start_hog(condition, core if condition == BURSTS else other_core(core))
+    hog = _start_hog(condition, core if condition == BURSTS else other_core(core), hog_start_s)
     try:
         wall, proc = C.launch_embedbench(out, flags, core=core)
     finally:
@@ -407,7 +410,8 @@ def main() -> None:
             runs = []
             for i, condition in enumerate(order):
                 print(f"run {i + 1}/{len(order)} ({condition}) ...", file=sys.stderr, flush=True)
-                runs.append(one_run(where / f"run{i:02d}", condition, flags, session.core))
+                start_s = 0.2 if args.quick else 1.0
+                runs.append(one_run(where / f"run{i:02d}", condition, flags, session.core, start_s))
             n_tries = args.side_by_side
             if n_tries is None:
                 n_tries = 0 if args.quick else SIDE_BY_SIDE_TRIES

@@ -1,7 +1,7 @@
 """How much does a busy other core slow the canary and the lookups, busy halves against idle?
 
     python benchmarks/neighbour_effect.py --cpu-core 1              # 4 conditions × 45 s, ~3.5 min
-    python benchmarks/neighbour_effect.py --cpu-core 1 --quick      # 4 × 1 s (smoke)
+    python benchmarks/neighbour_effect.py --cpu-core 1 --quick      # 4 × 0.5 s (smoke)
 
 The calibration of the host-stability rule that sees a neighbour by its effect
 (``stability.neighbour_contrast``). One process, pinned, at the default geometry (a
@@ -21,7 +21,7 @@ for the lookup and both canaries the median of each side and their ratio minus 1
 table also gives each one's step-to-step noise (the SD of successive log differences
 over √2), which sets how large a contrast a run of 240 block halves can resolve.
 
-``--quick`` (a smoke run): 1 s per condition on a table of ``QUICK_HIDDEN`` columns, the
+``--quick`` (a smoke run): 0.5 s per condition on a table of ``QUICK_HIDDEN`` columns, the
 neighbour given 0.2 s to start instead of 1 s.
 """
 
@@ -128,11 +128,11 @@ def summarise(name: str, rows: list[tuple[float, float, float, float | None]]) -
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0])
     p.add_argument(
-        "--seconds", type=float, default=None, help="per condition (default 45; --quick: 1)"
+        "--seconds", type=float, default=None, help="per condition (default 45; --quick: 0.5)"
     )
     args = p.parse_args()
     session = C.Session("neighbour_effect", args)
-    seconds = args.seconds or (1.0 if args.quick else 45.0)
+    seconds = args.seconds or (0.5 if args.quick else 45.0)
     shape = {"hidden": QUICK_HIDDEN, "hog_start_s": 0.2} if args.quick else {}
     others = [c for c in sorted(os.sched_getaffinity(0)) if c != session.core]
     other = others[-1] if others else None

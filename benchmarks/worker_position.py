@@ -352,10 +352,12 @@ def main() -> None:
     args = p.parse_args()
     if args.from_dir and (args.extra or args.pairs or args.keep or args.quick):
         p.error("--from analyses kept pairs: it takes no --pairs, --keep, --quick or run flags")
+    # Kept pairs are read before the session: a --from without any need not wait for it.
+    kept = _kept_pairs(Path(args.from_dir)) if args.from_dir else []
     session = C.Session("worker_position", args)
     flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
     if args.from_dir:
-        pairs = _kept_pairs(Path(args.from_dir))
+        pairs = kept
     else:
         count = args.pairs or (2 if args.quick else 10)
         with tempfile.TemporaryDirectory(prefix="embedbench-position-") as tmp:

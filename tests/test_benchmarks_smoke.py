@@ -49,7 +49,7 @@ SCRIPTS = {
     "cli_startup": [],
     "canary_shapes": ["--trials", "2"],
     "neighbour_effect": [],
-    "host_reference": ["--pairs", "2", "--processes", "1", "--reads", "20", "--hidden", "32"],
+    "host_reference": [],
     "sim_promises": [],
     "sim_thresholds": [],
 }
