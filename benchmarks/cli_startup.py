@@ -15,8 +15,9 @@ Each command is a fresh process, timed from ``subprocess.run`` to its exit, repe
   and two workers' starts and ends, with almost nothing timed. The runs made here keep
   their quiet reference in the temporary folder, never in the user's cache.
 
-``--quick`` (a smoke run): each command once, and the results dir for ``report`` made of
-the Text case alone.
+``--quick`` (a smoke run): each command once, and ``report`` reads the tiny run, timed
+just before it, instead of a results dir made first in this process (a run here imports
+torch and scipy).
 
 ``--root DIR`` times another checkout's code instead (its ``.venv/bin/python`` if it
 has one, run from DIR), e.g. an older checkout, for a before/after table. The
@@ -35,13 +36,14 @@ from pathlib import Path
 
 import _common as C
 
+REPORT = "embedbench report DIR"
 # (label, arguments after "python", the exit code it must end with)
 COMMANDS: tuple[tuple[str, tuple[str, ...], int], ...] = (
     ("python -c pass", ("-c", "pass"), 0),
     ("embedbench --help", ("-m", "embedbench", "--help"), 0),
     ("embedbench run --help", ("-m", "embedbench", "run", "--help"), 0),
     ("embedbench run --blocks 7 (error)", ("-m", "embedbench", "run", "--blocks", "7"), 2),
-    ("embedbench report DIR", ("-m", "embedbench", "report", "{results}"), 0),
+    (REPORT, ("-m", "embedbench", "report", "{results}"), 0),
     ("embedbench run, 2 workers (tiny)", ("-m", "embedbench", "run", "{tiny_run}"), 0),
 )
 # The tiny run's flags after ``--model CKPT``; ``--output-dir`` is a new folder each time.
@@ -56,12 +58,11 @@ def _small_checkpoint(directory: Path) -> Path:
     return synthetic.write_synthetic_checkpoint(directory / "ckpt", hidden_size=32)
 
 
-def _small_results(model: Path, directory: Path, cases: tuple[str, ...] | None = None) -> Path:
-    """A complete tiny run: 300 tokens, 2 blocks in one process, every case or ``cases``."""
+def _small_results(model: Path, directory: Path) -> Path:
+    """A complete tiny run: 300 tokens, 2 blocks in one process."""
     from embedbench import RunConfig, run
 
     out = directory / "results"
-    chosen = {"cases": list(cases)} if cases else {}
     config = RunConfig(
         model=str(model),
         lengths=300,
@@ -71,7 +72,6 @@ def _small_results(model: Path, directory: Path, cases: tuple[str, ...] | None =
         processes=1,
         output_dir=str(out),
         allow_busy=True,
-        **chosen,
     )
     run(config, progress=False, log=lambda _message: None)
     return out
@@ -121,11 +121,17 @@ def main() -> None:
         # Runs here, in this process and in the timed ones, keep their quiet reference here.
         os.environ["EMBEDBENCH_HOST_REFERENCE"] = str(scratch / "host-reference.json")
         model = _small_checkpoint(scratch)
-        cases = ("text",) if args.quick else None
-        results = Path(args.results) if args.results else _small_results(model, scratch, cases)
+        commands = list(COMMANDS)
+        if args.results:
+            results = Path(args.results)
+        elif args.quick:
+            results = scratch / "run-0"  # the first tiny run's output dir (see _fill)
+            commands.sort(key=lambda command: command[0] == REPORT)  # report last
+        else:
+            results = _small_results(model, scratch)
         times: dict[str, list[float]] = {label: [] for label, _, _ in COMMANDS}
         for index in range(repeats):
-            for label, argv, expected in COMMANDS:
+            for label, argv, expected in commands:
                 filled = _fill(argv, results, model, scratch / f"run-{index}")
                 times[label].append(_time(python, filled, root, expected))
 

@@ -2,8 +2,10 @@
 (gpu_check.sh's runs have their own module, test_gpu_check_runs.py).
 
 No timing is asserted: the scripts are run by hand for evidence (docs/PERFORMANCE.md);
-this only checks that they still run against the package. Small tables (hidden 32) and
-the conftest's small checkpoint keep the whole module at well under a minute.
+this only checks that they still run against the package. Each script's --quick mode is
+the fewest runs, worker processes and seconds that still reach what its test checks;
+with small tables (hidden 32) and the conftest's small checkpoint the module takes about
+two minutes on two cores, most of it the runs' process starts (torch and scipy imports).
 """
 
 from __future__ import annotations
