@@ -1,16 +1,25 @@
 """The papermill notebooks: hygiene, execution, re-rendering, comparison, failures."""
 
 import ast
+import contextlib
 import dataclasses
+import io
 import json
+import logging
+import os
+import runpy
 import shutil
 import subprocess
 import sys
+import traceback
 from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
 
 import nbformat
 import papermill as pm
 import pytest
+from papermill.cli import papermill as papermill_cli
 
 from embedbench.config import CompareConfig, ReportConfig, RunConfig
 from embedbench.omni.scenarios import CASES
@@ -49,8 +58,41 @@ def _execute(name: str, out: Path, **params):
         kernel_name="python3",
         progress_bar=False,
         cwd=str(out.parent),
+        # Written once, when it ends: rewriting the whole notebook (megabytes of charts and
+        # PNGs) after every cell took longer than the report's cells themselves.
+        request_save_on_cell_execute=False,
     )
     return nbformat.read(out, as_version=4)
+
+
+def _papermill(*args: str) -> subprocess.CompletedProcess:
+    """papermill's command line, its own parsing of -p/-y and its exit status, run in this
+    process: a subprocess would start an interpreter and import papermill again for each.
+    An exception escaping it (a failed cell) is the exit status 1 Python gives it; stdout
+    and papermill's log (stderr in its process) come back as a subprocess's would."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    log, root = logging.getLogger("papermill"), logging.getLogger()
+    handler, level, root_state = logging.StreamHandler(stderr), log.level, root.handlers[:]
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    # Saved once, at the end; a cell that hangs fails, as a subprocess's timeout did.
+    argv = [*args, "--no-request-save-on-cell-execute", "--no-progress-bar"]
+    argv += ["--execution-timeout", "300"]
+    captured = contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr)
+    try:
+        # The CLI sets a variable and configures logging: both are put back afterwards.
+        with mock.patch.dict(os.environ), captured[0], captured[1]:
+            papermill_cli.main(argv, prog_name="papermill")
+    except SystemExit as exit_:
+        returncode = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    except Exception:  # what ends its process with status 1
+        returncode = 1
+        stderr.write(traceback.format_exc())
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        root.handlers[:] = root_state
+    return subprocess.CompletedProcess(argv, returncode, stdout.getvalue(), stderr.getvalue())
 
 
 def _assert_clean(nb) -> None:
@@ -110,6 +152,53 @@ def test_parameters_are_the_config_fields_with_their_defaults(name):
     assert all(f"{name}={name}" in call for name in names)
 
 
+@pytest.fixture(scope="module")
+def default_run(small_checkpoint, tmp_path_factory):
+    """The run notebook at its default design (50 warm-ups, 20 x 20, 1172 tokens, all six
+    cases) on the small-hidden checkpoint: executed once, for the tests below that check
+    different things about it."""
+    where = tmp_path_factory.mktemp("default-run")
+    out_dir = where / "results"
+    nb = _execute(
+        "run.ipynb", where / "run.ipynb", model=str(small_checkpoint), output_dir=str(out_dir)
+    )
+    return SimpleNamespace(path=where / "run.ipynb", out_dir=out_dir, nb=nb)
+
+
+@pytest.fixture(scope="module")
+def default_report(default_run):
+    """The report notebook re-rendering the default run's results, executed once."""
+    path = default_run.path.with_name("report.ipynb")
+    nb = _execute("report.ipynb", path, results_dir=str(default_run.out_dir))
+    return SimpleNamespace(path=path, nb=nb)
+
+
+@pytest.fixture(scope="module")
+def cli_run(small_checkpoint, tmp_path_factory):
+    """The run notebook through papermill's CLI, given ``args`` and a quick design (one
+    case, one warm-up, two calls a block), executed once per distinct ``args``: the tests
+    that check different things about one execution share it."""
+    done = {}
+
+    def execute(*args: str) -> SimpleNamespace:
+        if args not in done:
+            where = tmp_path_factory.mktemp("cli-run")
+            proc = _papermill(
+                *(str(NOTEBOOKS / "run.ipynb"), str(where / "out.ipynb"), *args),
+                *("-p", "model", str(small_checkpoint), "-y", "cases: [text]"),
+                *("-p", "warmup", "1", "-p", "iterations", "2", "-p", "allow_busy", "True"),
+                *("-p", "output_dir", str(where / "results")),
+            )
+            done[args] = SimpleNamespace(proc=proc, out=where / "out.ipynb", dir=where / "results")
+        return done[args]
+
+    return execute
+
+
+# A list from -y and blocks alone (the processes they allow): one run for both tests.
+LIST_AND_BLOCKS_ALONE = ("-y", "lengths: [512, 1172]", "-p", "blocks", "4")
+
+
 @pytest.mark.parametrize(
     "name, params, fragment",
     [
@@ -118,12 +207,7 @@ def test_parameters_are_the_config_fields_with_their_defaults(name):
     ],
 )
 def test_help_notebook_documents_every_parameter(name, params, fragment):
-    proc = subprocess.run(
-        [sys.executable, "-m", "papermill", "--help-notebook", str(NOTEBOOKS / name)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _papermill("--help-notebook", str(NOTEBOOKS / name))
     assert proc.returncode == 0, proc.stderr
     assert "Unable to parse" not in proc.stderr
     for param in params:
@@ -135,12 +219,8 @@ def test_help_notebook_documents_every_parameter(name, params, fragment):
     assert fragment in proc.stdout
 
 
-def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_path):
-    out_dir = tmp_path / "results"
-    # The default design (50 warm-ups, 20 x 20, 1172 tokens) on the small-hidden checkpoint.
-    nb = _execute(
-        "run.ipynb", tmp_path / "run.ipynb", model=str(small_checkpoint), output_dir=str(out_dir)
-    )
+def test_run_report_and_compare_notebooks(default_run, default_report, small_run_dir, tmp_path):
+    out_dir, nb = default_run.out_dir, default_run.nb
     _assert_clean(nb)
     pngs = [o for o in _outputs(nb) if "image/png" in o.get("data", {})]
     assert len(pngs) >= 4
@@ -160,9 +240,9 @@ def test_run_report_and_compare_notebooks(small_checkpoint, small_run_dir, tmp_p
     progress = [line for line in _text(nb).splitlines() if line.startswith("embedbench: ")]
     assert progress[-1].startswith("embedbench: 100 % of ") and len(progress) <= 10
     assert "\r" not in _text(nb)
-    assert (tmp_path / "run.ipynb").stat().st_size <= SIZE_BUDGET
+    assert default_run.path.stat().st_size <= SIZE_BUDGET
 
-    rendered = _execute("report.ipynb", tmp_path / "report.ipynb", results_dir=str(out_dir))
+    rendered = default_report.nb
     _assert_clean(rendered)
     assert table == _text(rendered)[_text(rendered).index(PR_HEADER) :].splitlines()[: len(table)]
     assert len([o for o in _outputs(rendered) if "image/png" in o.get("data", {})]) >= 4
@@ -191,16 +271,11 @@ def test_compare_include_reference_false_from_the_papermill_cli_excludes_it(
     copy = tmp_path / "copy"
     shutil.copytree(small_run_dir, copy)
     out = tmp_path / "compare.ipynb"
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "papermill", str(NOTEBOOKS / "compare.ipynb"), str(out)),
-            *("-y", f"results_dirs: [{small_run_dir}, {copy}]"),
-            *("-p", "include_reference", "false", "-p", "max_slowdown_pct", "100"),
-            *("-p", "allow_mixed_windows", "no", "--cwd", str(tmp_path)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = _papermill(
+        *(str(NOTEBOOKS / "compare.ipynb"), str(out)),
+        *("-y", f"results_dirs: [{small_run_dir}, {copy}]"),
+        *("-p", "include_reference", "false", "-p", "max_slowdown_pct", "100"),
+        *("-p", "allow_mixed_windows", "no", "--cwd", str(tmp_path)),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     compared = nbformat.read(out, as_version=4)
@@ -212,70 +287,32 @@ def test_compare_include_reference_false_from_the_papermill_cli_excludes_it(
 
 
 @pytest.mark.parametrize(
-    "flag, value",
-    [("-y", "lengths: [512, 1172]"), ("-p", "[512, 1172]")],
+    "args",
+    [
+        LIST_AND_BLOCKS_ALONE,
+        ("-p", "lengths", "[512, 1172]", "-p", "blocks", "2", "-p", "processes", "1"),
+    ],
     ids=["yaml-list", "string"],
 )
-def test_papermill_cli_accepts_list_and_string_lengths(small_checkpoint, tmp_path, flag, value):
-    out_dir = tmp_path / "results"
-    args = [flag, value] if flag == "-y" else ["-p", "lengths", value]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "papermill",
-            str(NOTEBOOKS / "run.ipynb"),
-            str(tmp_path / "out.ipynb"),
-            *args,
-            "-p",
-            "model",
-            str(small_checkpoint),
-            "-p",
-            "warmup",
-            "1",
-            "-p",
-            "blocks",
-            "2",
-            "-p",
-            "processes",
-            "1",
-            "-p",
-            "iterations",
-            "2",
-            "-y",
-            "cases: [audio]",
-            "-p",
-            "allow_busy",
-            "True",
-            "-p",
-            "output_dir",
-            str(out_dir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    summary = json.loads((out_dir / "summary.json").read_text())
+def test_papermill_cli_accepts_list_and_string_lengths(cli_run, args):
+    run = cli_run(*args)
+    assert run.proc.returncode == 0, run.proc.stderr[-2000:]
+    summary = json.loads((run.dir / "summary.json").read_text())
     assert sorted(r["tokens"] for r in summary) == [512, 1172]
 
 
-def test_run_notebook_with_blocks_alone_takes_the_processes_they_allow(small_checkpoint, tmp_path):
-    out_dir = tmp_path / "results"
-    nb = _execute(
-        "run.ipynb",
-        tmp_path / "run.ipynb",
-        **{"model": str(small_checkpoint), "lengths": 300, "cases": ["text"], "blocks": 4},
-        **{"warmup": 1, "iterations": 2, "output_dir": str(out_dir)},
-    )
+def test_run_notebook_with_blocks_alone_takes_the_processes_they_allow(cli_run):
+    run = cli_run(*LIST_AND_BLOCKS_ALONE)  # -p blocks 4, processes unset
+    assert run.proc.returncode == 0, run.proc.stderr[-2000:]
+    nb = nbformat.read(run.out, as_version=4)
     _assert_clean(nb)
     text = _text(nb)
     assert "2 worker processes, not 5: --blocks 4 allows at most 2" in text  # the run's log
     assert "2 (unset, derived)" in text  # the parameters table
-    metadata = json.loads((out_dir / "metadata.json").read_text())
+    metadata = json.loads((run.dir / "metadata.json").read_text())
     assert (metadata["processes"], metadata["processes_source"]) == (2, "derived")
-    summary = json.loads((out_dir / "summary.json").read_text())
-    assert [r["workers"] for r in summary] == [2]
+    summary = json.loads((run.dir / "summary.json").read_text())
+    assert [r["workers"] for r in summary] == [2, 2]  # each length's row
 
 
 @pytest.mark.parametrize(
@@ -293,23 +330,9 @@ def test_a_bad_parameter_fails_papermill_with_the_one_line_message(
     out = tmp_path / "failed.ipynb"
     if param == "model":
         value = str(tmp_path / value)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "papermill",
-            str(NOTEBOOKS / "run.ipynb"),
-            str(out),
-            "-p",
-            param,
-            value,
-            "-p",
-            "output_dir",
-            str(tmp_path / "results"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = _papermill(
+        *(str(NOTEBOOKS / "run.ipynb"), str(out), "-p", param, value),
+        *("-p", "output_dir", str(tmp_path / "results")),
     )
     assert proc.returncode != 0
     nb = nbformat.read(out, as_version=4)
@@ -320,15 +343,13 @@ def test_a_bad_parameter_fails_papermill_with_the_one_line_message(
     assert not (tmp_path / "results").exists()
 
 
-def test_committed_notebooks_match_their_source_script():
-    script = NOTEBOOKS.parent / "scripts" / "build_notebooks.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def test_committed_notebooks_match_their_source_script(capsys):
+    # The script's own --check, in this process (which imports what it imports already).
+    script = runpy.run_path(str(NOTEBOOKS.parent / "scripts" / "build_notebooks.py"))
+    assert script["main"](["--check"]) == 0, capsys.readouterr().out
 
 
-def test_the_readmes_html_path_loads_nothing_from_the_network(small_run_dir, tmp_path):
+def test_the_readmes_html_path_loads_nothing_from_the_network(default_report, tmp_path):
     """docs/usage.md's nbconvert line (and make's) on an executed notebook: no remote script."""
     import re
     import shlex
@@ -342,8 +363,9 @@ def test_the_readmes_html_path_loads_nothing_from_the_network(small_run_dir, tmp
     makefile = (root / "Makefile").read_text(encoding="utf-8")
     assert f"--template-file {template}" in makefile  # make run/report/compare: the same
 
-    executed = tmp_path / "report.ipynb"
-    _assert_clean(_execute("report.ipynb", executed, results_dir=str(small_run_dir)))
+    executed = tmp_path / "report.ipynb"  # the report of the default run, executed once
+    _assert_clean(default_report.nb)
+    shutil.copy(default_report.path, executed)
     proc = subprocess.run(
         [sys.executable, "-m", "jupyter", *argv[1:-1], str(executed)],
         capture_output=True,
