@@ -96,10 +96,10 @@ TIE_SHARE = 0.05
 PR_CORE = 2
 # The reduced designs of the scripts' --quick runs (smoke runs, not evidence), as
 # paired_benchmark's keywords and as `embedbench run` flags. QUICK_DESIGN: two workers, the
-# fewest that still give a between-process interval (for scripts that read per-worker
-# numbers: between_runs' calibration column, worker_position's workers), two blocks each,
-# one warm-up call. QUICK_ONE_DESIGN: one process (a run measures in its own process, no
-# worker starts), two blocks: for scripts that read only the summary and metadata.
+# fewest that still give a between-process interval (worker_position compares workers with
+# one process), two blocks each, one warm-up call. QUICK_ONE_DESIGN: one process (a run
+# measures in its own process, no worker starts: each start imports torch and scipy), two
+# blocks: for every other script, whose smoke run needs only a run's summary and metadata.
 QUICK_DESIGN = {"warmup": 1, "blocks": 4, "iterations": 3, "processes": 2}
 QUICK_ONE_DESIGN = {"warmup": 1, "blocks": 2, "iterations": 3, "processes": 1}
 

@@ -19,8 +19,9 @@ Targets (docs/PERFORMANCE.md, "Between-run reproducibility"): cross-coverage ≥
 every case; between-run SD ≤ 1.5 pp and mean half-width ≤ 3.5 pp for every multimodal
 case; every A/A interval covers 0 in at least 9 of 10 runs.
 
-``--quick``: 2 runs (the fewest with a between-run SD) of a reduced design (warm-up 1, 4
-blocks × 3 calls, 2 workers: the fewest with a within-run SE), a smoke run.
+``--quick``: 2 runs (the fewest with a between-run SD) of a reduced design (warm-up 1, 2
+blocks × 3 calls in one process), a smoke run. One process has no worker headlines, so
+its calibration column reads nan; ``--quick -- --processes 2 --blocks 4`` fills it.
 ``--from DIR [DIR ...]``: analyse runs kept earlier with ``--keep`` instead of running;
 several DIRs pool their runs (e.g. three 10-run sets as one of 30).
 """
@@ -230,7 +231,7 @@ def main() -> None:
     # Kept runs are read before the session: a --from without any need not wait for it.
     kept = _kept_runs(args.from_dirs) if args.from_dirs else []
     session = C.Session("between_runs", args)
-    flags = [*(C.QUICK_RUN_FLAGS if args.quick else []), *args.extra]
+    flags = [*(C.QUICK_ONE_RUN_FLAGS if args.quick else []), *args.extra]
     if args.from_dirs:
         runs = kept
         runs_n = len(runs)

@@ -108,7 +108,9 @@ def test_lm_shim_quick(small_checkpoint: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_between_runs_quick(small_checkpoint: Path, tmp_path: Path) -> None:
-    """The live path: two quick runs back to back (its reduced design must be a valid run)."""
+    """The live path: two quick runs back to back (its reduced design must be a valid run).
+    Each is one process, so its calibration column reads nan: the column's numbers are
+    checked on kept runs of three workers, below."""
     flags = ["--quick", "--keep", str(tmp_path / "kept")]
     extra = ["--", "--model", str(small_checkpoint), "--cases", "audio", "--allow-busy"]
     res = _run([str(BENCH / "between_runs.py"), *flags, *extra], tmp_path, timeout=300)
