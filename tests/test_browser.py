@@ -109,15 +109,23 @@ def driver():
     browser.quit()
 
 
-@pytest.fixture(params=["report-html", "nbconvert"])
-def page(request, tmp_path, driver):
-    """One offline page, opened and its charts rendered; the screenshot kept."""
-    result = _result()
-    path = tmp_path / f"{request.param}.html"
+@pytest.fixture(scope="module", params=["report-html", "nbconvert"])
+def written_page(request, tmp_path_factory) -> tuple[str, Path]:
+    """One offline page of ``_result()``, written once for the tests that open it: its kind
+    and path."""
+    path = tmp_path_factory.mktemp("pages") / f"{request.param}.html"
     if request.param == "report-html":
-        write_html(result, path)
+        write_html(_result(), path)
     else:
-        _nbconvert_page(result, path)
+        _nbconvert_page(_result(), path)
+    return request.param, path
+
+
+@pytest.fixture
+def page(written_page, tmp_path, driver):
+    """One offline page, opened afresh and its charts rendered; the screenshot kept."""
+    kind, path = written_page
+    result = _result()
     driver.get_log("browser")  # drop what an earlier page logged
     driver.get_log("performance")
     driver.get(path.as_uri())
@@ -130,8 +138,8 @@ def page(request, tmp_path, driver):
         )
     )
     assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-eb-charts") == str(charts)
-    yield driver, result, tmp_path / request.param
-    driver.save_screenshot(str(tmp_path / f"{request.param}.png"))
+    yield driver, result, tmp_path / kind
+    driver.save_screenshot(str(tmp_path / f"{kind}.png"))
     errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
     requested = [
