@@ -122,21 +122,24 @@ RUN = new_notebook(
 
             from IPython.display import HTML, display
 
-            from embedbench import RunConfig, run
-            from embedbench.config import ENTRY_NOTEBOOK, entry_point
-
-            from embedbench.report import sections, tables
-            from embedbench.report.sections import show
+            from embedbench.config import ENTRY_NOTEBOOK, RunConfig, entry_point
             """),
         params(RunConfig),
         md("""
             ## Parameters and environment
 
-            As resolved and validated by `RunConfig`, the same validation as the CLI's.
+            As resolved and validated by `RunConfig`, the same validation as the CLI's. The
+            harness and the report are imported once the parameters have passed (seconds:
+            torch among them), so a bad one fails at once.
             """),
         code(
             config_call(RunConfig)
             + dedent("""
+
+                from embedbench import run
+                from embedbench.report import sections, tables
+                from embedbench.report.sections import show
+
                 display(tables.styled(tables.config_table(config)))
                 tables.styled(tables.environment_table())
                 """)
