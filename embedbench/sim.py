@@ -222,12 +222,9 @@ class SimClock:
         self.t_ns += ns
         self.cpu_ns += ns
 
-    def _quantized(self, ns: float) -> int:
-        resolution = self.host.resolution_ns
-        return int(ns // resolution * resolution)
-
     # The two clock reads are the simulation's hottest code (four per timed call): each
-    # is ``_on_cpu`` then ``_quantized``, written out.
+    # spends its read on the CPU (``_on_cpu``, written out) and returns its clock rounded
+    # down to the host's resolution.
     def perf_ns(self) -> int:
         host = self.host
         read = host.perf_read_ns
