@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -108,9 +108,8 @@ def count_forms(spec: dict[str, Any], emit: Emit) -> None:
                 "the counting process could not start callgrind's instrumentation "
                 "(no client request reached valgrind); rerun, or report it"
             )
-        for tokens, case in backend.cases(share):
-            forms, row = backend.case_calls(share, loaded, case, tokens)
-            if row is not None and not row.get("ok"):
+        for case, tokens, forms in _valid_cases(backend, share, loaded):
+            if forms is None:
                 emit({"event": "skipped", "case": case, "tokens": tokens})
                 continue
             # The warm-up takes the counted calls' own path, each call dumped and its dump
@@ -129,19 +128,31 @@ def count_forms(spec: dict[str, Any], emit: Emit) -> None:
                 part += 1
                 event.update(part=part, calls=1)
                 emit({**event, "error": error} if error else event)
-            backend.after_case(share)
     emit({"event": "done"})
 
 
-def _call_each_once(backend: Any, share: Any, loaded: Any) -> None:
-    """Every form of every case of ``share`` called once, uncounted (``prepare``)."""
+def _valid_cases(
+    backend: Any, share: Any, loaded: Any
+) -> Iterator[tuple[str, int, dict[str, Callable[[], Any]] | None]]:
+    """(case, tokens, forms) of every case of ``share`` in its order, forms None where the
+    case failed validation; the backend's ``after_case`` runs once the caller is done with
+    a valid case's forms."""
     for tokens, case in backend.cases(share):
         forms, row = backend.case_calls(share, loaded, case, tokens)
-        if row is None or row.get("ok"):
-            for call in forms.values():
-                with contextlib.suppress(Exception):  # the counted process records it
-                    call()
+        if row is not None and not row.get("ok"):
+            yield case, tokens, None
+            continue
+        yield case, tokens, forms
         backend.after_case(share)
+
+
+def _call_each_once(backend: Any, share: Any, loaded: Any) -> None:
+    """Every form of every valid case of ``share`` called once, uncounted (``prepare``):
+    the same walk as the counted process's."""
+    for _case, _tokens, forms in _valid_cases(backend, share, loaded):
+        for call in (forms or {}).values():
+            with contextlib.suppress(Exception):  # the counted process records it
+                call()
 
 
 def main(argv: list[str]) -> int:
