@@ -408,9 +408,9 @@ def main() -> None:
             where = Path(args.keep) if args.keep else Path(tmp)
             where.mkdir(parents=True, exist_ok=True)
             runs = []
+            start_s = 0.2 if args.quick else 1.0  # the neighbour's time to start
             for i, condition in enumerate(order):
                 print(f"run {i + 1}/{len(order)} ({condition}) ...", file=sys.stderr, flush=True)
-                start_s = 0.2 if args.quick else 1.0
                 runs.append(one_run(where / f"run{i:02d}", condition, flags, session.core, start_s))
             n_tries = args.side_by_side
             if n_tries is None:

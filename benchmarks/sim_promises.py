@@ -252,6 +252,12 @@ def coverage_counts(runs: Sequence[tuple[int, Any]], case: str) -> tuple[int, in
     return hits, total
 
 
+def sizes(quick: bool) -> tuple[int, int]:
+    """Runs per simulated host and the quiet runs before a neighbour, at the full design or
+    ``quick``'s."""
+    return (QUICK_GROUP, QUICK_WARM) if quick else (GROUP, WARM)
+
+
 def condition_runs(
     condition: str, hosts: range, seed: int = 0, quick: bool = False
 ) -> list[tuple[int, Any]]:
@@ -259,8 +265,8 @@ def condition_runs(
     seeds are ``seed`` + index, so a range of them runs the same as the whole);
     ``quick``: ``QUICK_GROUP`` runs a host after at most ``QUICK_WARM`` quiet ones."""
     host, warm = CONDITIONS[condition]
-    group = QUICK_GROUP if quick else GROUP
-    warm = min(warm, QUICK_WARM) if quick else warm
+    group, most_warm = sizes(quick)
+    warm = min(warm, most_warm)
     runs = []
     for index in hosts:
         sim = Simulation(QUIET, seed + index)
@@ -347,7 +353,7 @@ def main() -> None:
     hosts = 1 if args.quick else args.hosts
     session = C.Session("sim_promises", args)
     started = time.perf_counter()
-    group, warm = (QUICK_GROUP, QUICK_WARM) if args.quick else (GROUP, WARM)
+    group, warm = sizes(args.quick)
     per_period = 1 if args.quick else 2
     found = outcomes(
         list(CONDITIONS),

@@ -165,7 +165,7 @@ def main() -> None:
     args = p.parse_args()
     hosts = 1 if args.quick else args.hosts
     session = C.Session("sim_thresholds", args)
-    group, warm = (P.QUICK_GROUP, P.QUICK_WARM) if args.quick else (P.GROUP, P.WARM)
+    group, warm = P.sizes(args.quick)
     started = time.perf_counter()
     quiet = [r for _, r in P.quiet_runs(hosts, args.seed, group)]
     noisy = {
