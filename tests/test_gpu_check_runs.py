@@ -253,19 +253,7 @@ def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
         PIP_FIND_LINKS="",
         GPU_CHECK_PROBE_FLAGS=DRY_RUN_PROBE_FLAGS,
     )
-    env.pop("PYTHONPATH", None)
-    script = str(checkout / "benchmarks" / "gpu_check.sh")
-    res = subprocess.run(
-        ["bash", script, "--model", str(small_checkpoint), *DRY_RUN_FLAGS],
-        cwd=checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    report = (out / "gpu_check.md").read_text()
-    deps = _line(report, "- dependencies:")
+    report, deps = _dry_run_from(checkout, small_checkpoint, env, out)
     installed = deps.split("into a temporary folder: ")[1].split(";")[0].split()
     assert {"platformdirs", "jsonschema", "attrs", "referencing", "rpds_py"} <= set(installed)
     assert "this Python has them: typing_extensions" in deps  # torch's: not shadowed
@@ -274,6 +262,25 @@ def test_gpu_check_installs_what_the_image_lacks_from_carried_wheels_offline(
     meta = json.loads((out / "run" / "metadata.json").read_text())
     assert meta["status"] == "complete" and meta["device"] == "cpu"
     assert not list(scratch.glob("embedbench-gpu-check-deps.*"))  # removed on exit
+
+
+def _dry_run_from(checkout: Path, model: Path, env: dict[str, str], out: Path) -> tuple[str, str]:
+    """The dry run of ``checkout``'s own gpu_check.sh (``env`` without PYTHONPATH: only the
+    image's packages and what the check installs), which must pass: gpu_check.md, written
+    under ``out``, and its dependencies line."""
+    env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    script = str(checkout / "benchmarks" / "gpu_check.sh")
+    res = subprocess.run(
+        ["bash", script, "--model", str(model), *DRY_RUN_FLAGS],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = (out / "gpu_check.md").read_text()
+    return report, _line(report, "- dependencies:")
 
 
 def _line(report: str, start: str) -> str:
@@ -310,19 +317,7 @@ def test_gpu_check_installs_from_carried_wheels_only_what_the_image_lacks(
     out = tmp_path / "out"
     env = dict(os.environ, PYTHON=str(python), OUT=str(out), GPU_CHECK_DEVICE="cpu")
     env.update(PIP_NO_INDEX="1", GPU_CHECK_PROBE_FLAGS=DRY_RUN_PROBE_FLAGS)
-    env.pop("PYTHONPATH", None)
-    script = str(wheels.parent / "benchmarks" / "gpu_check.sh")
-    res = subprocess.run(
-        ["bash", script, "--model", str(small_checkpoint), *DRY_RUN_FLAGS],
-        cwd=wheels.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    report = (out / "gpu_check.md").read_text()
-    deps = _line(report, "- dependencies:")
+    report, deps = _dry_run_from(wheels.parent, small_checkpoint, env, out)
     assert "into a temporary folder: platformdirs;" in deps, deps
     assert "not installed from .whl/, this Python has them: numpy typing_extensions" in deps
     assert "platformdirs absent" not in deps and NO_OPTIONAL_NOTES[1] in deps
